@@ -1,0 +1,22 @@
+# Calibration of pretrained classifiers, from logits to the thesis's appendix:
+#   logits -> split -> fit calibrator -> evaluate -> metrics.csv -> tables, figures, reproduction report.
+# Configuration: config/config.yaml (the offline demo) unless --configfile is given; see config/README.md.
+
+
+include: "workflow/rules/common.smk"
+
+
+rule all:
+    input:
+        "results/metrics.csv",
+        table_paths(),
+        figure_paths(),
+        named_figure_paths(),
+        "reports/reproduction.md",
+
+
+include: "workflow/rules/download.smk"
+include: "workflow/rules/logits.smk"
+include: "workflow/rules/calibrate.smk"
+include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/report.smk"

@@ -1,0 +1,1 @@
+"""Confidence-calibration experiments: calibrators, metrics, model zoo and report."""

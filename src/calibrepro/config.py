@@ -1,0 +1,105 @@
+"""The pipeline's configuration: validation against the JSON schema, defaults, and lookups."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message names the key and how to fix it."""
+
+
+def load_schema(path: str | Path) -> dict:
+    """Read the YAML/JSON schema file."""
+    return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+
+
+def _resolve(schema: dict, root: dict) -> dict:
+    """Follow a local ``$ref`` ("#/$defs/name")."""
+    while "$ref" in schema:
+        node = root
+        for part in schema["$ref"].removeprefix("#/").split("/"):
+            node = node[part]
+        schema = node
+    return schema
+
+
+def _fill_defaults(instance, schema: dict, root: dict) -> None:
+    """Set every missing property that has a ``default`` in the schema, recursively."""
+    schema = _resolve(schema, root)
+    if not isinstance(instance, dict):
+        return
+    for key, subschema in schema.get("properties", {}).items():
+        subschema = _resolve(subschema, root)
+        if key not in instance and "default" in subschema:
+            instance[key] = copy.deepcopy(subschema["default"])
+        if key in instance:
+            _fill_defaults(instance[key], subschema, root)
+
+
+def _key_path(error: jsonschema.ValidationError) -> str:
+    return ".".join(str(part) for part in error.absolute_path) or "<top level>"
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    """One line naming the offending key, what is wrong and what is allowed."""
+    where = _key_path(error)
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = sorted(_resolve(error.schema, {}).get("properties", {}))
+        unknown = sorted(set(error.instance) - set(allowed))
+        hint = f" (allowed: {', '.join(allowed)})" if allowed else ""
+        return f"{where}: unknown key(s) {', '.join(map(repr, unknown))}{hint}"
+    if error.validator == "required":
+        return f"{where}: {error.message}"
+    if error.validator == "enum":
+        return f"{where}: {error.instance!r} is not one of {', '.join(map(str, error.validator_value))}"
+    return f"{where}: {error.message}"
+
+
+def _most_specific(errors):
+    """Prefer errors from inside if/then branches (they name the concrete key) over their summaries."""
+    leaves = []
+    for error in errors:
+        if error.context:
+            leaves.extend(_most_specific(error.context))
+        else:
+            leaves.append(error)
+    return leaves
+
+
+def validate_config(config: dict, schema: dict) -> dict:
+    """Return a validated copy of ``config`` with defaults filled in.
+
+    Raises :class:`ConfigError` listing every problem with the key it concerns.
+    """
+    config = copy.deepcopy(config)
+    _fill_defaults(config, schema, schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(_most_specific(validator.iter_errors(config)), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        lines = sorted({_describe(error) for error in errors})
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines))
+    _check_cross_references(config)
+    return config
+
+
+def _check_cross_references(config: dict) -> None:
+    models = config["models"]
+    for name, target in config["report"]["figures"].items():
+        dataset, model = target.split("/", 1)
+        if model not in models.get(dataset, {}):
+            raise ConfigError(f"report.figures.{name}: {target} is not a configured model (models.{dataset}.{model})")
+
+
+def model_keys(config: dict) -> list[tuple[str, str]]:
+    """All (dataset, model) pairs in config order."""
+    return [(dataset, model) for dataset, entries in config["models"].items() for model in entries]
+
+
+def source_settings(config: dict) -> dict:
+    """The part of the config a model source may read (not the model list)."""
+    return {key: config[key] for key in ("datasets", "downloads", "inference")}

@@ -1,0 +1,156 @@
+"""The shared inference engine of the pretrained model sources: a network and a dataset in, logits out.
+
+Settings come from the config section ``inference``: ``device`` (auto: the first GPU when CUDA is
+available, else the CPU; or cpu, cuda, cuda:N), ``batch_size``, ``workers`` (DataLoader worker
+processes) and ``amp`` (float16 autocast on CUDA only, off by default). With ``amp`` off the GPU runs
+in full float32 (TF32 disabled for matmuls and convolutions), so that logits computed on a GPU and
+on a CPU agree to float32 rounding. Logits are returned as float32 in dataset order.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+
+import numpy as np
+import torch
+
+#: defaults of the config section ``inference`` (the schema documents each key)
+DEFAULTS = {"device": "auto", "batch_size": 256, "workers": 2, "amp": False}
+
+
+def inference_settings(config: dict) -> dict:
+    """The ``inference`` settings of a source config, with defaults filled in."""
+    return {**DEFAULTS, **(config.get("inference") or {})}
+
+
+def select_device(spec: str = "auto") -> torch.device:
+    """``auto`` -> ``cuda`` when available, else ``cpu``; ``cpu``, ``cuda`` and ``cuda:N`` as given.
+
+    Raises :class:`RuntimeError` when a GPU is asked for but CUDA is not available.
+    """
+    spec = (spec or "auto").strip()
+    if spec == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(spec)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError(f"inference.device is {spec!r} but CUDA is not available here; use 'auto' or 'cpu'")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise RuntimeError(
+                f"inference.device is {spec!r} but only {torch.cuda.device_count()} CUDA device(s) are visible"
+            )
+    elif device.type != "cpu":
+        raise RuntimeError(f"inference.device {spec!r}: use auto, cpu, cuda or cuda:N")
+    return device
+
+
+def device_name(device: torch.device) -> str:
+    """Human-readable name of the device (GPU model, or the CPU's)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return platform.processor() or platform.machine() or "cpu"
+
+
+@contextmanager
+def _full_precision(device: torch.device, amp: bool):
+    """Disable TF32 on CUDA while running without AMP; restore the previous flags afterwards."""
+    if device.type != "cuda" or amp:
+        yield
+        return
+    matmul, cudnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, cudnn
+
+
+def predict(
+    model: torch.nn.Module,
+    dataset,
+    *,
+    device: torch.device | str = "cpu",
+    batch_size: int = 256,
+    workers: int = 0,
+    amp: bool = False,
+    progress: bool = True,
+    desc: str = "logits",
+) -> np.ndarray:
+    """Logits ``(N, K)`` float32 of ``model`` on every item ``(input, label)`` of ``dataset``, in order."""
+    from tqdm.auto import tqdm
+
+    device = torch.device(device)
+    loader = torch.utils.data.DataLoader(
+        dataset,
+        batch_size=batch_size,
+        shuffle=False,
+        num_workers=workers,
+        pin_memory=device.type == "cuda",
+        persistent_workers=False,
+    )
+    model = model.to(device).eval()
+    use_amp = bool(amp) and device.type == "cuda"
+    autocast = torch.autocast(device_type="cuda", dtype=torch.float16) if use_amp else nullcontext()
+    outputs = []
+    with _full_precision(device, use_amp), torch.inference_mode():
+        for inputs, _ in tqdm(loader, desc=desc, unit="batch", disable=not progress, file=sys.stderr):
+            with autocast:
+                logits = model(inputs.to(device, non_blocking=True))
+            if isinstance(logits, (tuple, list)):  # models returning (logits, aux) in eval mode
+                logits = logits[0]
+            outputs.append(logits.float().cpu())
+    if not outputs:
+        raise ValueError("the dataset is empty: no logits to compute")
+    return torch.cat(outputs).numpy().astype(np.float32, copy=False)
+
+
+def environment(device: torch.device) -> dict:
+    """Versions of the libraries and the device that produced a logits archive."""
+    import torchvision
+
+    info = {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "platform": platform.platform(),
+        "device": str(device),
+        "device_name": device_name(device),
+    }
+    try:
+        import timm
+
+        info["timm"] = timm.__version__
+    except ImportError:  # pragma: no cover - timm is a dependency
+        pass
+    if device.type == "cuda":
+        info["cuda"] = torch.version.cuda
+        info["cudnn"] = torch.backends.cudnn.version()
+    return info
+
+
+def load_weights(source: str | Path | bytes):
+    """``torch.load`` a checkpoint (a path, or the bytes of an archive member) onto the CPU.
+
+    ``weights_only=True`` first; full unpickling only as a fallback for old checkpoints that store
+    non-tensor objects (e.g. numpy scalars). Every checkpoint passed here has been checksum-verified
+    by :func:`calibrepro.download.fetch` (or, for unpinned archives, is verified by a strict load).
+    """
+    import io
+
+    def _open():
+        return io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source
+
+    try:
+        return torch.load(_open(), map_location="cpu", weights_only=True)
+    except Exception:  # noqa: BLE001 - pickle.UnpicklingError and friends, depending on the torch version
+        return torch.load(_open(), map_location="cpu", weights_only=False)
+
+
+def strip_prefix(state_dict: dict, prefix: str = "module.") -> dict:
+    """Remove a ``DataParallel`` prefix from every key that has it."""
+    return {(key[len(prefix):] if key.startswith(prefix) else key): value for key, value in state_dict.items()}

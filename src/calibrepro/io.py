@@ -1,0 +1,140 @@
+"""Files the pipeline reads and writes: atomic writes, JSON, and logits archives.
+
+Every writer goes through :func:`atomic_path`, so an interrupted job never leaves a
+partial file behind under the final name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+# mkstemp creates files readable by their owner only; generated files get the usual
+# permissions instead (0666 less the umask, read once here, as setting it is process-wide).
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; move it onto ``path`` only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    os.close(fd)
+    tmp = Path(tmp)
+    try:
+        yield tmp
+        os.chmod(tmp, 0o666 & ~_UMASK)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` (UTF-8) atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_json(path: str | os.PathLike, data) -> None:
+    """Write ``data`` as indented JSON with sorted keys (byte-stable for equal data)."""
+    write_text(path, json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
+
+
+def read_json(path: str | os.PathLike):
+    """Read a JSON file."""
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+class LogitsFileError(ValueError):
+    """A logits archive is missing arrays or holds values the pipeline cannot use."""
+
+
+@dataclass
+class Logits:
+    """Logits of one model on one evaluation set, with the true labels."""
+
+    logits: np.ndarray  # (N, K) float32
+    labels: np.ndarray  # (N,) int64
+    metadata: dict = field(default_factory=dict)
+
+    @property
+    def num_classes(self) -> int:
+        return self.logits.shape[1]
+
+
+def validate_logits(logits, labels, where: str = "logits") -> Logits:
+    """Check shapes, dtypes and values of a logits/labels pair; return them as float32/int64.
+
+    Raises :class:`LogitsFileError` naming ``where`` and what to fix.
+    """
+    logits = np.asarray(logits)
+    labels = np.asarray(labels)
+    if logits.ndim != 2:
+        raise LogitsFileError(f"{where}: 'logits' must be a 2-D array (N, K), got shape {logits.shape}")
+    n, k = logits.shape
+    if n < 2 or k < 2:
+        raise LogitsFileError(f"{where}: 'logits' needs at least 2 samples and 2 classes, got shape {logits.shape}")
+    if not np.issubdtype(logits.dtype, np.floating):
+        raise LogitsFileError(f"{where}: 'logits' must hold floating-point numbers, got dtype {logits.dtype}")
+    finite = np.isfinite(logits)
+    if not finite.all():
+        rows = np.flatnonzero(~finite.all(axis=1))
+        raise LogitsFileError(
+            f"{where}: 'logits' holds NaN or infinite values in {rows.size} row(s), first at row {rows[0]}"
+        )
+    if labels.ndim != 1:
+        raise LogitsFileError(f"{where}: 'labels' must be a 1-D array (N,), got shape {labels.shape}")
+    if labels.shape[0] != n:
+        raise LogitsFileError(f"{where}: 'labels' has {labels.shape[0]} entries but 'logits' has {n} rows")
+    if np.issubdtype(labels.dtype, np.floating):
+        if not np.all(np.isfinite(labels)) or not np.all(labels == np.round(labels)):
+            raise LogitsFileError(f"{where}: 'labels' must be integer class indices, got non-integer values")
+    elif not np.issubdtype(labels.dtype, np.integer):
+        raise LogitsFileError(f"{where}: 'labels' must be integer class indices, got dtype {labels.dtype}")
+    bad = (labels < 0) | (labels >= k)
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        raise LogitsFileError(
+            f"{where}: label {labels[first]} at row {first} is outside the {k} classes [0, {k - 1}] of 'logits'"
+        )
+    return Logits(logits.astype(np.float32, copy=False), labels.astype(np.int64, copy=False))
+
+
+def load_logits(path: str | os.PathLike) -> Logits:
+    """Read and validate a logits archive (``.npz`` with arrays ``logits`` and ``labels``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise LogitsFileError(f"{path}: no such file")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            missing = {"logits", "labels"} - set(archive.files)
+            if missing:
+                raise LogitsFileError(
+                    f"{path}: missing array(s) {sorted(missing)}; the file must hold 'logits' (N, K) and 'labels' (N,)"
+                )
+            result = validate_logits(archive["logits"], archive["labels"], where=str(path))
+            if "metadata" in archive.files:
+                result.metadata = json.loads(str(archive["metadata"]))
+    except (OSError, ValueError) as error:
+        if isinstance(error, LogitsFileError):
+            raise
+        raise LogitsFileError(f"{path}: not a readable .npz archive ({error})") from error
+    return result
+
+
+def save_logits(path: str | os.PathLike, logits, labels, metadata: dict | None = None) -> None:
+    """Validate and write a logits archive atomically, with ``metadata`` stored as JSON."""
+    checked = validate_logits(logits, labels, where=str(path))
+    meta = json.dumps(metadata or {}, sort_keys=True)
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as handle:
+            np.savez(handle, logits=checked.logits, labels=checked.labels, metadata=np.array(meta))

@@ -1,0 +1,241 @@
+"""Display names, captions and number formats of the report, in Russian (the thesis) and English.
+
+Everything a table or figure prints that is not a number lives here, so that the two languages
+stay side by side and a new metric or method needs one entry, not edits in every writer.
+
+Number format (decided once, used by tables and the reproduction report alike): a metric value is
+a fraction in ``metrics.csv``; percent metrics are multiplied by 100 (one float64 multiplication)
+and the result is printed with Python's ``format(x, ".3f")`` / ``format(x, ".2f")``, i.e. the
+binary double is rounded correctly to the nearest printed decimal (exact halves, which only occur
+for values such as 0.125 that are exact in binary, go to the even digit). That is what
+``"%.3f" % x``, ``"{:.3f}".format(x)`` and pandas' ``float_format`` do, which is how the thesis's
+tables were most likely printed; ``numpy.round`` (scale-and-round) can differ in the last digit
+and is not used.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+LANGUAGES = ("ru", "en")
+
+#: the six methods of the thesis, in its column order
+METHOD_ORDER = (
+    "uncalibrated",
+    "histogram_binning",
+    "isotonic",
+    "temperature_scaling",
+    "vector_scaling",
+    "vector_scaling_bias",
+)
+
+METHOD_NAMES = {
+    "ru": {
+        "uncalibrated": "До калибровки",
+        "histogram_binning": "Hist-binning",
+        "isotonic": "Isotonic",
+        "temperature_scaling": "T-scaling",
+        "vector_scaling": "V-scaling",
+        "vector_scaling_bias": "V-scaling + bias",
+    },
+    "en": {
+        "uncalibrated": "Uncalibrated",
+        "histogram_binning": "Hist. binning",
+        "isotonic": "Isotonic",
+        "temperature_scaling": "T-scaling",
+        "vector_scaling": "V-scaling",
+        "vector_scaling_bias": "V-scaling + bias",
+    },
+}
+
+#: where a long header may break onto a second line in LaTeX (keeps the 8-column table narrow)
+_HEADER_BREAKS = {
+    "До калибровки": ("До", "калибровки"),
+    "V-scaling + bias": ("V-scaling", "+ bias"),
+    "Hist. binning": ("Hist.", "binning"),
+}
+
+ROW_HEADERS = {"ru": ("Данные", "Модель"), "en": ("Data", "Model")}
+
+#: data set names in figure titles (thesis figures 2-4: "CIFAR-10, googlenet"); tables print the key
+DATASET_NAMES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "imagenet": "ImageNet", "digits": "Digits"}
+
+#: the thesis's figures 2-4 (named figure targets of the thesis configuration)
+THESIS_FIGURES = {
+    "figure2": ("cifar10", "googlenet"),
+    "figure3": ("cifar100", "shufflenetv2_x0_5"),
+    "figure4": ("imagenet", "tf_efficientnet_b8"),
+}
+
+_VALUES_RU = "Значения метрики приводятся для тестовой выборки до и после калибровки."
+_VALUES_EN = "Values on the test half of the data, before and after calibration."
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """How one metric is printed: scale, decimals, direction, captions."""
+
+    key: str
+    percent: bool
+    decimals: int
+    higher_is_better: bool
+    #: the thesis's table number (1-5) or None for the extra metrics
+    thesis_table: int | None
+    #: captions with ``{bins}`` for the number of bins; ``*...*`` marks emphasis, ``{l2}`` the l2 norm
+    caption: dict
+
+    def display(self, value: float) -> float:
+        """The value in printed units (x100 for percent metrics)."""
+        return value * 100.0 if self.percent else value
+
+    def format(self, value: float) -> str:
+        """The value in printed units, formatted as the thesis prints it ("" for NaN)."""
+        return format_number(self.display(value), self.decimals)
+
+
+METRICS: dict[str, MetricSpec] = {
+    spec.key: spec
+    for spec in [
+        MetricSpec(
+            "accuracy", True, 3, True, 1,
+            {
+                "ru": f"Accuracy, % – доля правильных ответов (больше – лучше). {_VALUES_RU}",
+                "en": f"Accuracy, % – share of correct predictions (higher is better). {_VALUES_EN}",
+            },
+        ),
+        MetricSpec(
+            "brier", False, 3, False, 2,
+            {
+                "ru": f"Brier Score (меньше – лучше). {_VALUES_RU}",
+                "en": f"Brier score (lower is better). {_VALUES_EN}",
+            },
+        ),
+        MetricSpec(
+            "ece", True, 2, False, 3,
+            {
+                "ru": f"ECE, % – Expected Calibration Error, {{bins}} бинов (меньше – лучше). {_VALUES_RU}",
+                "en": f"ECE, % – Expected Calibration Error, {{bins}} bins (lower is better). {_VALUES_EN}",
+            },
+        ),
+        MetricSpec(
+            "mce", True, 2, False, 4,
+            {
+                "ru": f"MCE, % – Maximum Calibration Error, {{bins}} бинов (меньше – лучше). {_VALUES_RU}",
+                "en": f"MCE, % – Maximum Calibration Error, {{bins}} bins (lower is better). {_VALUES_EN}",
+            },
+        ),
+        MetricSpec(
+            "nll", False, 3, False, 5,
+            {
+                "ru": f"*Negative Log-Likelihood* (меньше – лучше). {_VALUES_RU}",
+                "en": f"*Negative log-likelihood* (lower is better). {_VALUES_EN}",
+            },
+        ),
+        MetricSpec(
+            "classwise_ece", True, 2, False, None,
+            {
+                "ru": "Classwise-ECE, % – поклассовая ошибка калибровки (среднее по классам), "
+                f"{{bins}} бинов (меньше – лучше). {_VALUES_RU}",
+                "en": "Classwise-ECE, % – classwise expected calibration error (mean over classes), "
+                f"{{bins}} bins (lower is better). {_VALUES_EN}",
+            },
+        ),
+        MetricSpec(
+            "ece_equal_mass", True, 2, False, None,
+            {
+                "ru": f"ECE, % – Expected Calibration Error, {{bins}} равномощных бинов (меньше – лучше). {_VALUES_RU}",
+                "en": f"ECE, % – Expected Calibration Error, {{bins}} equal-mass bins (lower is better). {_VALUES_EN}",
+            },
+        ),
+        MetricSpec(
+            "mce_equal_mass", True, 2, False, None,
+            {
+                "ru": f"MCE, % – Maximum Calibration Error, {{bins}} равномощных бинов (меньше – лучше). {_VALUES_RU}",
+                "en": f"MCE, % – Maximum Calibration Error, {{bins}} equal-mass bins (lower is better). {_VALUES_EN}",
+            },
+        ),
+        MetricSpec(
+            "ece_l2", True, 2, False, None,
+            {
+                "ru": "ECE-{l2}, % – Expected Calibration Error в {l2}-норме (корень из взвешенного среднего "
+                f"квадратов разрывов), {{bins}} бинов (меньше – лучше). {_VALUES_RU}",
+                "en": "ECE-{l2}, % – Expected Calibration Error in the {l2} norm (root of the weighted mean "
+                f"squared gap), {{bins}} bins (lower is better). {_VALUES_EN}",
+            },
+        ),
+    ]
+}
+
+
+def check_language(language: str) -> str:
+    if language not in LANGUAGES:
+        raise ValueError(f"language must be one of {LANGUAGES}, got {language!r}")
+    return language
+
+
+def metric_spec(metric: str) -> MetricSpec:
+    """The spec of ``metric``; an unknown metric is printed as is, 3 decimals, lower is better."""
+    try:
+        return METRICS[metric]
+    except KeyError:
+        return MetricSpec(
+            metric, False, 3, False, None,
+            {
+                "ru": f"{metric} (меньше – лучше). {_VALUES_RU}",
+                "en": f"{metric} (lower is better). {_VALUES_EN}",
+            },
+        )
+
+
+def method_name(method: str, language: str) -> str:
+    """Display name of a method key (the key itself when unknown)."""
+    return METHOD_NAMES[check_language(language)].get(method, method)
+
+
+def header_lines(name: str) -> tuple[str, ...]:
+    """A column header split where it may break onto two lines."""
+    return _HEADER_BREAKS.get(name, (name,))
+
+
+#: short metric names (reproduction report, figure annotations)
+SHORT_NAMES = {
+    "accuracy": "Accuracy, %",
+    "brier": "Brier",
+    "ece": "ECE, %",
+    "mce": "MCE, %",
+    "nll": "NLL",
+    "classwise_ece": "Classwise-ECE, %",
+    "ece_equal_mass": "ECE equal-mass, %",
+    "mce_equal_mass": "MCE equal-mass, %",
+    "ece_l2": "ECE-l2, %",
+}
+
+
+def short_name(metric: str) -> str:
+    return SHORT_NAMES.get(metric, metric)
+
+
+def dataset_name(dataset: str) -> str:
+    return DATASET_NAMES.get(dataset, dataset)
+
+
+def figure_title(dataset: str, model: str) -> str:
+    """Figure title as in the thesis's figures 2-4: ``CIFAR-10, googlenet``."""
+    return f"{dataset_name(dataset)}, {model}"
+
+
+def format_number(value: float, decimals: int) -> str:
+    """``format(value, f".{decimals}f")``, with "-0.00" printed as "0.00" and NaN as ""."""
+    if value is None or math.isnan(value):
+        return ""
+    text = format(value, f".{decimals}f")
+    if text.startswith("-") and not text.strip("-0."):
+        text = text[1:]
+    return text
+
+
+def caption_text(metric: str, language: str, bins: int = 15) -> str:
+    """The caption with its light markup (``*emphasis*``, ``{l2}``) still in it."""
+    spec = metric_spec(metric)
+    return spec.caption[check_language(language)].replace("{bins}", str(bins))

@@ -1,0 +1,452 @@
+"""``reports/reproduction.md``: regenerated values against the published ones, cell by cell.
+
+For every cell present in both the published file and ``metrics.csv``:
+
+* **identical**: our seed-``seed`` value (seed 0 = the thesis's own split), in printed units
+  (x100 for percent metrics) and formatted with as many decimals as the published string
+  (``format(x, ".3f")``, see :mod:`calibrepro.report.labels`), equals the published string.
+* **difference**: our printed value minus the published value, in printed units (exact decimal
+  subtraction of the two printed strings, so it is 0 exactly when the cell is identical).
+* **within split noise** (only where at least two seeds are present for the cell): with ``mean``
+  and ``std`` (sample std, ddof=1) of our unrounded values over all seeds present, seed 0
+  included, in printed units, the published value ``p`` lies within the noise when
+  ``|p - mean| <= noise_sigmas * std + u/2`` where ``u`` is one unit of the last printed digit
+  (the published value is itself rounded by up to ``u/2``); ``noise_sigmas`` defaults to 2.
+* **bold**: whether the methods our seed-``seed`` values make bold in a row (same rule as the
+  tables) are the ones printed bold; counted over rows where every published method was regenerated.
+
+The report lists the misses first, then a summary per table, per method and per model, the cells
+that could not be compared, and finally every compared cell.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from dataclasses import dataclass
+from decimal import Decimal
+
+import pandas as pd
+
+from calibrepro.io import write_text
+from calibrepro.report.labels import check_language, format_number, method_name, metric_spec, short_name
+from calibrepro.report.metrics_file import Metrics, read_metrics, summarise, table_cells
+from calibrepro.report.published import decimals_of, load_published
+from calibrepro.report.tables import md_escape
+
+_TEXT = {
+    "en": {
+        "title": "Reproduction of the published values",
+        "published_bundled": "the thesis's appendix (tables 1-5), bundled as `calibrepro/data/thesis_appendix.csv`",
+        "published_file": "`{path}`",
+        "sources": "Published values: {published}. Regenerated values: `{metrics}`, split seed {seed} "
+        "(seed 0 is the thesis's own split){noise}.",
+        "noise_seeds": "; split noise from seeds {seeds}",
+        "overall": "**Identical at the printed precision: {identical} of {compared} compared cells ({percent}).**",
+        "overall_noise": " Within the split noise: {within} of {noisy}.",
+        "overall_none": "**No published cell has a regenerated value to compare with.**",
+        "glance": "Per table: {items}.",
+        "rules": "How to read: *identical* = our value formatted like the published number (same decimals, "
+        "percent metrics x100) is the same string; *difference* = ours minus published, in printed units "
+        "(percentage points for % metrics); *within noise* = |published - mean| <= {k} std + half a unit "
+        "of the last printed digit, mean and sample std (ddof=1) over all seeds of the cell; *bold* = "
+        "the methods bold in a row (best unrounded value, ties all bold) agree with the published bold cells.",
+        "misses": "Misses",
+        "no_misses": "None: every compared cell is identical at the printed precision.",
+        "per_table": "Summary per table",
+        "per_method": "Summary per method",
+        "matrix": "Identical cells per table and method:",
+        "per_model": "Summary per model",
+        "not_compared": "Not compared",
+        "missing_ours": "{count} published cell(s) have no regenerated value: {what}.",
+        "missing_published": "{count} regenerated cell(s) of the published metrics have no published value: {what}.",
+        "nothing_missing": "Every published cell has a regenerated value.",
+        "all_cells": "All compared cells",
+        "table": "Table",
+        "metric": "Metric",
+        "data": "Data",
+        "model": "Model",
+        "method": "Method",
+        "published": "Published",
+        "ours": "Ours (seed {seed})",
+        "difference": "Difference",
+        "noise": "Seeds mean ± std",
+        "within": "Within noise",
+        "identical": "Identical",
+        "max_diff": "Max abs difference",
+        "bold_rows": "Bold agrees (rows)",
+        "yes": "yes",
+        "no": "no",
+        "na": "n/a",
+        "n_cells": "Cells",
+        "identical_short": "identical",
+    },
+    "ru": {
+        "title": "Воспроизведение опубликованных значений",
+        "published_bundled": "приложение диплома (таблицы 1-5), в пакете: `calibrepro/data/thesis_appendix.csv`",
+        "published_file": "`{path}`",
+        "sources": "Опубликованные значения: {published}. Полученные значения: `{metrics}`, seed разбиения "
+        "{seed} (seed 0 – разбиение самой работы){noise}.",
+        "noise_seeds": "; разброс по разбиениям – seed {seeds}",
+        "overall": "**Совпадают с точностью печати: {identical} из {compared} сравненных ячеек ({percent}).**",
+        "overall_noise": " В пределах разброса по разбиениям: {within} из {noisy}.",
+        "overall_none": "**Ни одной опубликованной ячейке не соответствует полученное значение.**",
+        "glance": "По таблицам: {items}.",
+        "rules": "Как читать: *совпадает* – наше значение, напечатанное как опубликованное (столько же знаков, "
+        "метрики в % умножены на 100), даёт ту же строку; *разность* – наше минус опубликованное, в единицах "
+        "печати (процентные пункты для метрик в %); *в пределах разброса* – |опубликованное - среднее| <= "
+        "{k} std + половина единицы последнего знака, среднее и выборочное std (ddof=1) по всем seed ячейки; "
+        "*жирный* – жирные методы строки (лучшее неокруглённое значение, все при точном равенстве) совпадают "
+        "с опубликованными.",
+        "misses": "Несовпадения",
+        "no_misses": "Нет: все сравненные ячейки совпадают с точностью печати.",
+        "per_table": "Итоги по таблицам",
+        "per_method": "Итоги по методам",
+        "matrix": "Совпадающие ячейки по таблицам и методам:",
+        "per_model": "Итоги по моделям",
+        "not_compared": "Не сравнивались",
+        "missing_ours": "Опубликованных ячеек без полученного значения: {count} ({what}).",
+        "missing_published": "Полученных ячеек опубликованных метрик без опубликованного значения: {count} ({what}).",
+        "nothing_missing": "Для каждой опубликованной ячейки есть полученное значение.",
+        "all_cells": "Все сравненные ячейки",
+        "table": "Таблица",
+        "metric": "Метрика",
+        "data": "Данные",
+        "model": "Модель",
+        "method": "Метод",
+        "published": "Опубликовано",
+        "ours": "Получено (seed {seed})",
+        "difference": "Разность",
+        "noise": "Среднее ± std по seed",
+        "within": "В пределах разброса",
+        "identical": "Совпадают",
+        "max_diff": "Макс. модуль разности",
+        "bold_rows": "Жирный совпадает (строки)",
+        "yes": "да",
+        "no": "нет",
+        "na": "н/д",
+        "n_cells": "Ячеек",
+        "identical_short": "совпадают",
+    },
+}
+
+
+@dataclass
+class Comparison:
+    """One published cell next to its regenerated value."""
+
+    table: str
+    dataset: str
+    model: str
+    method: str
+    metric: str
+    published: str
+    published_bold: bool
+    decimals: int
+    #: our seed-``seed`` value formatted like the published one (None: no value at that seed)
+    ours: str | None
+    ours_bold: bool | None
+    identical: bool | None
+    #: ours - published in printed units, formatted (None when ``ours`` is None)
+    difference: str | None
+    #: mean and sample std over seeds in printed units, and the number of seeds
+    noise_mean: float
+    noise_std: float
+    noise_n: int
+    #: None when fewer than two seeds
+    within_noise: bool | None
+
+    @property
+    def missed(self) -> bool:
+        return self.identical is False or (self.identical is None and self.within_noise is False)
+
+
+def _difference(ours: str, published: str, decimals: int) -> str:
+    delta = Decimal(ours) - Decimal(published)
+    if delta == 0:
+        return format_number(0.0, decimals)
+    return f"{delta:+.{decimals}f}"
+
+
+def compare(
+    metrics: Metrics,
+    published: pd.DataFrame,
+    *,
+    seed: int = 0,
+    noise_sigmas: float = 2.0,
+) -> tuple[list[Comparison], pd.DataFrame, list[tuple[str, str, str, str]]]:
+    """Compare; returns the comparisons (published order), the published cells without any
+    regenerated value, and our cells (of published metrics) without a published value."""
+    bold_cache: dict[str, dict] = {}
+
+    def ours_bold(dataset, model, method, metric):
+        if metric not in bold_cache:
+            try:
+                bold_cache[metric] = table_cells(metrics, metric, [seed])[3]
+            except ValueError:
+                bold_cache[metric] = {}
+        cell = bold_cache[metric].get((dataset, model, method))
+        return None if cell is None or cell.n == 0 else cell.bold
+
+    comparisons: list[Comparison] = []
+    unmatched = []
+    for index, row in enumerate(published.itertuples(index=False)):
+        key = (row.dataset, row.model, row.method, row.metric)
+        by_seed = metrics.values.get(key, {})
+        if not by_seed:
+            unmatched.append(index)
+            continue
+        spec = metric_spec(row.metric)
+        decimals = decimals_of(row.value)
+        if seed in by_seed:
+            ours = format_number(spec.display(by_seed[seed]), decimals)
+            identical = ours == format_number(float(row.value), decimals)
+            difference = _difference(ours, row.value, decimals)
+        else:
+            ours = difference = None
+            identical = None
+        mean, std, n = summarise(by_seed)
+        mean, std = spec.display(mean), spec.display(std)
+        within = None
+        if n >= 2:
+            tolerance = noise_sigmas * std + 0.5 * 10.0 ** (-decimals)
+            # the 1e-12 relative slack keeps a value exactly on the boundary inside despite float noise
+            within = abs(float(row.value) - mean) <= tolerance * (1 + 1e-12)
+        comparisons.append(
+            Comparison(
+                table=str(row.table), dataset=row.dataset, model=row.model, method=row.method,
+                metric=row.metric, published=row.value, published_bold=bool(row.bold), decimals=decimals,
+                ours=ours, ours_bold=ours_bold(*key) if seed in by_seed else None, identical=identical,
+                difference=difference, noise_mean=mean, noise_std=std, noise_n=n, within_noise=within,
+            )
+        )
+    published_keys = set(zip(published["dataset"], published["model"], published["method"], published["metric"]))
+    published_metrics = set(published["metric"])
+    extra = [
+        key for key, by_seed in metrics.values.items()
+        if key[3] in published_metrics and by_seed and key not in published_keys
+    ]
+    return comparisons, published.iloc[unmatched], extra
+
+
+# --------------------------------------------------------------------------- Markdown helpers
+
+
+def _md_table(header: list[str], rows: list[list[str]], numeric: list[bool]) -> str:
+    widths = [max([len(header[i])] + [len(r[i]) for r in rows] + [3]) for i in range(len(header))]
+
+    def line(cells):
+        padded = [c.rjust(w) if num else c.ljust(w) for c, w, num in zip(cells, widths, numeric)]
+        return "| " + " | ".join(padded) + " |"
+
+    rule = "|" + "|".join(("-" * (w + 1) + ":") if num else (":" + "-" * (w + 1)) for w, num in zip(widths, numeric)) + "|"
+    return "\n".join([line(header), rule] + [line(r) for r in rows])
+
+
+def _ratio(part: int, whole: int) -> str:
+    return f"{part}/{whole}"
+
+
+def _percent(part: int, whole: int) -> str:
+    return f"{100.0 * part / whole:.2f} %" if whole else "n/a"
+
+
+def _groups(items, key) -> "OrderedDict":
+    groups: OrderedDict = OrderedDict()
+    for item in items:
+        groups.setdefault(key(item), []).append(item)
+    return groups
+
+
+def _max_abs(cells: list[Comparison]) -> str:
+    diffs = [(abs(Decimal(c.difference)), c.decimals) for c in cells if c.difference is not None]
+    if not diffs:
+        return "—"
+    value, _ = max(diffs)
+    decimals = max(d for _, d in diffs)
+    return f"{value:.{decimals}f}"
+
+
+def _table_label(table: str, metric: str) -> str:
+    name = short_name(metric)
+    return name if table == metric else f"{table}: {name}"
+
+
+def _shorten(names: list[str], limit: int = 8) -> str:
+    if len(names) <= limit:
+        return ", ".join(names)
+    return ", ".join(names[:limit]) + f", … (+{len(names) - limit})"
+
+
+# --------------------------------------------------------------------------- report
+
+
+def render_reproduction(
+    metrics: Metrics,
+    published: pd.DataFrame,
+    *,
+    metrics_label: str = "results/metrics.csv",
+    published_label: str | None = None,
+    language: str = "en",
+    seed: int = 0,
+    noise_sigmas: float = 2.0,
+) -> str:
+    """The reproduction report as Markdown text (``published_label`` None = the bundled thesis values)."""
+    t = _TEXT[check_language(language)]
+    comparisons, unmatched, extra = compare(metrics, published, seed=seed, noise_sigmas=noise_sigmas)
+    noise_seeds = metrics.seeds if len(metrics.seeds) > 1 else []
+    has_noise = any(c.within_noise is not None for c in comparisons)
+    yes_no = lambda flag: t["na"] if flag is None else (t["yes"] if flag else t["no"])  # noqa: E731
+
+    def stats(cells: list[Comparison]) -> tuple[int, int, int, int]:
+        at_seed = [c for c in cells if c.identical is not None]
+        noisy = [c for c in cells if c.within_noise is not None]
+        return (sum(c.identical for c in at_seed), len(at_seed), sum(c.within_noise for c in noisy), len(noisy))
+
+    out: list[str] = [f"# {t['title']}", ""]
+    published_text = (
+        t["published_bundled"] if published_label is None else t["published_file"].format(path=published_label)
+    )
+    noise_text = t["noise_seeds"].format(seeds=", ".join(map(str, noise_seeds))) if noise_seeds else ""
+    out += [t["sources"].format(published=published_text, metrics=metrics_label, seed=seed, noise=noise_text), ""]
+
+    identical, compared, within, noisy = stats(comparisons)
+    if not comparisons:
+        out += [t["overall_none"], ""]
+    else:
+        line = t["overall"].format(identical=identical, compared=compared, percent=_percent(identical, compared))
+        if has_noise:
+            line += t["overall_noise"].format(within=within, noisy=noisy)
+        out += [line, ""]
+        by_table = _groups(comparisons, lambda c: (c.table, c.metric))
+        items = []
+        for (table, metric), cells in by_table.items():
+            i, n, _, _ = stats(cells)
+            items.append(f"{_table_label(table, metric)} – {_ratio(i, n)} {t['identical_short']}")
+        out += [t["glance"].format(items="; ".join(items)), ""]
+    out += [t["rules"].format(k=format(noise_sigmas, "g")), ""]
+
+    def cell_rows(cells: list[Comparison]) -> tuple[list[str], list[list[str]], list[bool]]:
+        header = [t["table"], t["data"], t["model"], t["method"], t["published"], t["ours"].format(seed=seed),
+                  t["difference"]]
+        numeric = [False, False, False, False, True, True, True]
+        if has_noise:
+            header += [t["noise"], t["within"]]
+            numeric += [True, False]
+        rows = []
+        for c in cells:
+            pub = f"**{c.published}**" if c.published_bold else c.published
+            ours = "—" if c.ours is None else (f"**{c.ours}**" if c.ours_bold else c.ours)
+            row = [_table_label(c.table, c.metric), md_escape(c.dataset), md_escape(c.model),
+                   method_name(c.method, language), pub, ours, c.difference or "—"]
+            if has_noise:
+                if c.noise_n >= 2:
+                    d = c.decimals + 1
+                    row += [f"{format_number(c.noise_mean, d)} ± {format_number(c.noise_std, d)}",
+                            yes_no(c.within_noise)]
+                else:
+                    row += ["—", t["na"]]
+            rows.append(row)
+        return header, rows, numeric
+
+    if comparisons:
+        misses = [c for c in comparisons if c.missed]
+        out += [f"## {t['misses']} ({len(misses)})", ""]
+        out += [_md_table(*cell_rows(misses)) if misses else t["no_misses"], ""]
+
+        def summary(groups, label_columns, label_of, max_diff=False):
+            """Counts per group; the max |difference| only per table (one metric, one unit)."""
+            header = label_columns + [t["n_cells"], t["identical"]] + ([t["within"]] if has_noise else [])
+            numeric = [False] * len(label_columns) + [True, True] + ([True] if has_noise else [])
+            rows = []
+            for key, cells in groups.items():
+                i, n, w, m = stats(cells)
+                row = label_of(key) + [str(len(cells)), _ratio(i, n)] + ([_ratio(w, m)] if has_noise else [])
+                rows.append(row + ([_max_abs(cells)] if max_diff else []))
+            if max_diff:
+                header, numeric = header + [t["max_diff"]], numeric + [True]
+            return header, rows, numeric
+
+        header, rows, numeric = summary(
+            _groups(comparisons, lambda c: (c.table, c.metric)), [t["table"]], lambda k: [_table_label(*k)],
+            max_diff=True,
+        )
+        # bold agreement per table: rows where every published method has a regenerated seed value
+        header.append(t["bold_rows"])
+        numeric.append(True)
+        for row, ((table, metric), cells) in zip(rows, _groups(comparisons, lambda c: (c.table, c.metric)).items()):
+            complete = agree = 0
+            published_rows = published[published["metric"] == metric]
+            sizes = published_rows.groupby(["dataset", "model"], sort=False).size()
+            for (dataset, model), group in _groups(cells, lambda c: (c.dataset, c.model)).items():
+                if len(group) != sizes.get((dataset, model), -1) or any(c.ours_bold is None for c in group):
+                    continue
+                complete += 1
+                agree += all(c.ours_bold == c.published_bold for c in group)
+            row.append(_ratio(agree, complete))
+        out += [f"## {t['per_table']}", "", _md_table(header, rows, numeric), ""]
+
+        # identical cells per table and method ("ECE, %: 31/32")
+        methods = list(OrderedDict.fromkeys(c.method for c in comparisons))
+        matrix_rows = []
+        for (table, metric), cells in _groups(comparisons, lambda c: (c.table, c.metric)).items():
+            by_method = _groups(cells, lambda c: c.method)
+            row = [_table_label(table, metric)]
+            for method in methods:
+                i, n, _, _ = stats(by_method.get(method, []))
+                row.append(_ratio(i, n) if n else "—")
+            matrix_rows.append(row)
+        out += [t["matrix"], "", _md_table(
+            [t["table"]] + [method_name(m, language) for m in methods], matrix_rows, [False] + [True] * len(methods)
+        ), ""]
+
+        out += [f"## {t['per_method']}", "", _md_table(*summary(
+            _groups(comparisons, lambda c: c.method), [t["method"]], lambda k: [method_name(k, language)]
+        )), ""]
+        out += [f"## {t['per_model']}", "", _md_table(*summary(
+            _groups(comparisons, lambda c: (c.dataset, c.model)), [t["data"], t["model"]],
+            lambda k: [md_escape(k[0]), md_escape(k[1])],
+        )), ""]
+
+    out += [f"## {t['not_compared']}", ""]
+    notes = []
+    if len(unmatched):
+        names = list(OrderedDict.fromkeys(f"{d}/{m}" for d, m in zip(unmatched["dataset"], unmatched["model"])))
+        notes.append("- " + t["missing_ours"].format(count=len(unmatched), what=md_escape(_shorten(names))))
+    else:
+        notes.append("- " + t["nothing_missing"])
+    if extra:
+        names = list(OrderedDict.fromkeys(f"{d}/{m}" for d, m, _, _ in extra))
+        notes.append("- " + t["missing_published"].format(count=len(extra), what=md_escape(_shorten(names))))
+    out += notes + [""]
+
+    if comparisons:
+        out += [f"## {t['all_cells']}", ""]
+        out += [_md_table(*cell_rows(comparisons))]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def write_reproduction_report(
+    metrics_csv,
+    md_path,
+    *,
+    published_csv=None,
+    language: str = "en",
+    seed: int = 0,
+    noise_sigmas: float = 2.0,
+) -> None:
+    """Write ``md_path``: published values (``published_csv``, None = the bundled thesis appendix)
+    against ``metrics_csv`` at split ``seed`` (0 = the thesis's split), with the split noise from
+    every seed in the file when there are several (rule: ``noise_sigmas`` std + half a printed unit)."""
+    metrics = read_metrics(metrics_csv)
+    published = load_published(published_csv)
+    text = render_reproduction(
+        metrics,
+        published,
+        metrics_label=os.fspath(metrics_csv),
+        published_label=None if published_csv is None else os.fspath(published_csv),
+        language=language,
+        seed=seed,
+        noise_sigmas=noise_sigmas,
+    )
+    write_text(md_path, text)

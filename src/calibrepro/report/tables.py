@@ -1,0 +1,230 @@
+"""Tables in the thesis's style (appendix, tables 1-5), as GitHub Markdown and as a LaTeX fragment.
+
+One row per dataset/model (first-appearance order of ``metrics.csv``), the columns "Данные",
+"Модель" and one per method; percent metrics x100; 3 decimals for accuracy, Brier and NLL,
+2 for the ECE/MCE family; bold = every method whose unrounded value equals the row's best
+unrounded value (see :mod:`calibrepro.report.metrics_file`). With several seeds a cell reads
+``mean ± std`` (sample std over the seeds, same decimals as the metric) and bold goes by the mean.
+A missing cell prints as a dash.
+
+The ``.tex`` output is a ``table`` environment to ``\\input`` into a paper: booktabs rules, the
+caption above the tabular as in the thesis, ``\\label{tab:calibrepro-<metric>}``, and the tabular
+scaled down to ``\\linewidth`` only when it is wider. Output is byte-identical for the same input.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from pathlib import Path
+
+import jinja2
+
+from calibrepro.io import write_text
+from calibrepro.report.labels import (
+    ROW_HEADERS,
+    caption_text,
+    check_language,
+    format_number,
+    header_lines,
+    method_name,
+    metric_spec,
+)
+from calibrepro.report.metrics_file import Cell, Metrics, read_metrics, table_cells
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+_TABLE_WORD = {"ru": "Таблица", "en": "Table"}
+_SEEDS_NOTE = {
+    "ru": "Среднее ± стандартное отклонение по разбиениям выборки (seed: {seeds}); жирным – лучшее среднее.",
+    "en": "Mean ± standard deviation over splits of the data (seeds {seeds}); bold: best mean.",
+}
+_MISSING = {"md": "—", "tex": "--"}
+
+
+@functools.lru_cache(maxsize=None)
+def environment(kind: str) -> jinja2.Environment:
+    """Jinja2 environment for ``md`` (default delimiters) or ``tex`` (``<< >>``, ``<% %>``, ``<# #>``)."""
+    options = dict(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    if kind == "tex":
+        options.update(
+            block_start_string="<%",
+            block_end_string="%>",
+            variable_start_string="<<",
+            variable_end_string=">>",
+            comment_start_string="<#",
+            comment_end_string="#>",
+        )
+    return jinja2.Environment(**options)
+
+
+# --------------------------------------------------------------------------- escaping
+
+_TEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "–": "--",
+    "—": "---",
+    "±": r"$\pm$",
+}
+
+
+def tex_escape(text: str) -> str:
+    """Escape LaTeX's special characters (``model_x0_5`` -> ``model\\_x0\\_5``)."""
+    return "".join(_TEX_SPECIAL.get(char, char) for char in text)
+
+
+def tex_caption(text: str) -> str:
+    """A caption with light markup (``*emphasis*``, ``{l2}``) as LaTeX."""
+    text = tex_escape(text.replace("{l2}", "\x00"))
+    text = re.sub(r"\*(.+?)\*", r"\\emph{\1}", text)
+    return text.replace("\x00", "$l_2$")
+
+
+def md_caption(text: str) -> str:
+    return text.replace("{l2}", "l2")
+
+
+def md_escape(text: str) -> str:
+    """Escape what would break a GFM table cell or start emphasis in a name.
+
+    Underscores inside a word (``vgg11_bn``) are left alone: GFM never reads them as emphasis.
+    """
+    text = re.sub(r"([\\|*`<>\[\]])", r"\\\1", text)
+    return re.sub(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])", r"\\_", text)
+
+
+# --------------------------------------------------------------------------- cells
+
+
+def format_cell(cell: Cell | None, metric: str, kind: str, multi_seed: bool) -> str:
+    """The printed text of one cell for ``kind`` "md" or "tex"."""
+    spec = metric_spec(metric)
+    if cell is None or cell.n == 0:
+        return _MISSING[kind]
+    text = spec.format(cell.mean)
+    if multi_seed and cell.n > 1:
+        std = format_number(spec.display(cell.std), spec.decimals)
+        text = f"{text} ± {std}" if kind == "md" else f"{text} $\\pm$ {std}"
+    if cell.bold:
+        text = f"**{text}**" if kind == "md" else f"\\textbf{{{text}}}"
+    return text
+
+
+def _tex_header(name: str) -> str:
+    lines = [tex_escape(part) for part in header_lines(name)]
+    if len(lines) == 1:
+        return lines[0]
+    return "\\begin{tabular}[b]{@{}c@{}}" + "\\\\".join(lines) + "\\end{tabular}"
+
+
+def _caption(metric: str, language: str, bins: int, seeds: list[int]) -> str:
+    text = caption_text(metric, language, bins)
+    if len(seeds) > 1:
+        text += " " + _SEEDS_NOTE[language].format(seeds=", ".join(str(s) for s in seeds))
+    return text
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def render_table(
+    metrics: Metrics | str | os.PathLike,
+    metric: str,
+    kind: str,
+    *,
+    language: str = "ru",
+    seeds: list[int] | None = None,
+    bins: int = 15,
+) -> str:
+    """The table of ``metric`` as text; ``kind`` is "md" or "tex"; ``seeds`` restricts the seeds used."""
+    language = check_language(language)
+    if kind not in ("md", "tex"):
+        raise ValueError(f"kind must be 'md' or 'tex', got {kind!r}")
+    if not isinstance(metrics, Metrics):
+        metrics = read_metrics(metrics)
+    rows, methods, used, cells = table_cells(metrics, metric, seeds)
+    multi = len(used) > 1
+    spec = metric_spec(metric)
+    caption = _caption(metric, language, bins, used)
+    names = [method_name(m, language) for m in methods]
+    body = [
+        [dataset, model] + [format_cell(cells.get((dataset, model, m)), metric, kind, multi) for m in methods]
+        for dataset, model in rows
+    ]
+
+    if kind == "md":
+        if spec.thesis_table is not None:
+            caption = f"{_TABLE_WORD[language]} {spec.thesis_table}: {caption}"
+        header = list(ROW_HEADERS[language]) + names
+        body = [[md_escape(r[0]), md_escape(r[1])] + r[2:] for r in body]
+        widths = [max(len(line[i]) for line in [header] + body) for i in range(len(header))]
+        widths = [max(w, 3) for w in widths]
+        numeric = [False, False] + [True] * len(methods)
+
+        def pad(line):
+            return [c.rjust(w) if num else c.ljust(w) for c, w, num in zip(line, widths, numeric)]
+
+        rule = [(("-" * (w + 1)) + ":") if num else (":" + "-" * (w + 1)) for w, num in zip(widths, numeric)]
+        return environment("md").get_template("table.md.j2").render(
+            caption=md_caption(caption), header=pad(header), rule=rule, rows=[pad(r) for r in body]
+        )
+
+    header = [_tex_header(h) for h in ROW_HEADERS[language]] + [_tex_header(n) for n in names]
+    groups: list[list[list[str]]] = []
+    previous = None
+    for line in body:
+        if line[0] != previous:
+            groups.append([])
+            previous = line[0]
+        groups[-1].append([tex_escape(line[0]), tex_escape(line[1])] + line[2:])
+    return environment("tex").get_template("table.tex.j2").render(
+        metric=metric,
+        label=re.sub(r"[^A-Za-z0-9-]", "-", metric),
+        caption=tex_caption(caption),
+        header=header,
+        groups=groups,
+        n_rows=len(rows),
+        n_methods=len(methods),
+        seeds=used,
+        language=language,
+    )
+
+
+def write_table(
+    metrics_csv,
+    metric: str,
+    md_path,
+    tex_path,
+    *,
+    language: str = "ru",
+    seeds: list[int] | None = None,
+    bins: int = 15,
+) -> None:
+    """Write the table of ``metric`` from ``metrics_csv`` as Markdown (``md_path``) and LaTeX (``tex_path``).
+
+    ``language``: "ru" (thesis captions and headers) or "en". ``seeds``: the seeds to use (default:
+    every seed in the file; several give ``mean ± std`` cells). ``bins``: the number of bins named in
+    the ECE/MCE captions. Both files are written atomically.
+    """
+    metrics = read_metrics(metrics_csv)
+    md = render_table(metrics, metric, "md", language=language, seeds=seeds, bins=bins)
+    tex = render_table(metrics, metric, "tex", language=language, seeds=seeds, bins=bins)
+    write_text(md_path, md)
+    write_text(tex_path, tex)

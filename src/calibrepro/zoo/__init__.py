@@ -1,0 +1,98 @@
+"""Model sources: where the logits of a configured model come from.
+
+A model entry of the config names its ``source``; the source says which files must be
+downloaded first (pinned URL + checksum) and writes the model's logits archive
+``results/logits/{dataset}/{model}.npz``. Each source lives in its own module and is
+registered in :data:`SOURCES`; adding a model family means adding one module and one line
+here (see the README's "Adding a model family").
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+#: source name -> "module:class"; modules are imported on first use only.
+SOURCES: dict[str, str] = {
+    "logits": "calibrepro.zoo.byo:BringYourOwnLogits",
+    "demo": "calibrepro.zoo.demo:DemoClassifier",
+    "akamaster": "calibrepro.zoo.akamaster:AkamasterSource",
+    "chenyaofo": "calibrepro.zoo.chenyaofo:ChenyaofoSource",
+    "huyvnphan": "calibrepro.zoo.huyvnphan:HuyvnphanSource",
+    "timm": "calibrepro.zoo.timm_models:TimmSource",
+}
+
+
+@dataclass(frozen=True)
+class Download:
+    """One pinned file: where it comes from, its checksum, where it goes under the downloads dir."""
+
+    url: str
+    checksum: str  # "sha256:<hex>", or "md5:<hex>" where the origin publishes only md5
+    path: str  # relative to the downloads directory, e.g. "weights/akamaster/resnet20-12fca82f.th"
+
+
+@dataclass
+class LogitsRequest:
+    """Everything one logits job needs, serialisable to JSON for the command line."""
+
+    dataset: str
+    model: str
+    spec: dict  # the model's config entry
+    config: dict  # the settings sources may read: "datasets", "inference", "downloads"
+    files: dict[str, str] = field(default_factory=dict)  # Download.path -> local file
+
+    def to_json(self) -> dict:
+        return {
+            "dataset": self.dataset,
+            "model": self.model,
+            "spec": self.spec,
+            "config": self.config,
+            "files": self.files,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> "LogitsRequest":
+        return cls(**data)
+
+
+class Source(ABC):
+    """A family of models whose logits the pipeline can produce."""
+
+    name: ClassVar[str]
+    #: whether producing logits runs a network that benefits from a GPU
+    needs_gpu: ClassVar[bool] = False
+
+    def downloads(self, dataset: str, model: str, spec: dict, config: dict) -> list[Download]:
+        """Files (weights, data sets, code archives) to fetch before :meth:`cache_logits`."""
+        return []
+
+    def resources(self, dataset: str, config: dict) -> dict:
+        """Scheduler resources of one logits job: threads, gpu, mem_mb, runtime (minutes)."""
+        return {"threads": 1, "gpu": 0, "mem_mb": 2000, "runtime": 10}
+
+    def check(self, dataset: str, model: str, spec: dict, config: dict) -> None:
+        """Fail early, before any job starts, with a message saying what to fix."""
+
+    @abstractmethod
+    def cache_logits(self, request: LogitsRequest, output: Path) -> None:
+        """Write the logits archive of one model (see :func:`calibrepro.io.save_logits`)."""
+
+
+class UnknownSourceError(ValueError):
+    """A model entry names a source the zoo does not know."""
+
+
+def get_source(name: str) -> Source:
+    """Instantiate the registered source ``name``."""
+    try:
+        target = SOURCES[name]
+    except KeyError:
+        raise UnknownSourceError(
+            f"unknown model source {name!r}; known sources: {', '.join(sorted(SOURCES))}"
+        ) from None
+    module_name, class_name = target.split(":")
+    return getattr(importlib.import_module(module_name), class_name)()

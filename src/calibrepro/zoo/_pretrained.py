@@ -1,0 +1,221 @@
+"""What the pretrained model sources (akamaster, chenyaofo, huyvnphan, timm) have in common.
+
+A source module holds its pins as data: one :class:`Pin` per (data set, model) with the weights'
+URL and checksum, the original code files (if the architecture comes from the original repository),
+the architecture's entry point and the preprocessing. :class:`PretrainedSource` turns a pin into
+downloads, early checks, scheduler resources and, in :meth:`PretrainedSource.cache_logits`, a
+logits archive. A subclass implements only :meth:`PretrainedSource.build` (a network from the local
+files) and, for ImageNet, the eval transform.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Mapping
+
+import numpy as np
+
+from calibrepro import datasets
+from calibrepro.download import parse_checksum, sha256_of
+from calibrepro.inference import environment, inference_settings, predict, select_device
+from calibrepro.io import save_logits
+from calibrepro.zoo import Download, LogitsRequest, Source
+
+
+class ModelSourceError(ValueError):
+    """A model entry cannot be served by its source (unknown model, wrong data set, missing file)."""
+
+
+@dataclass(frozen=True)
+class Pin:
+    """One pretrained model of a source, as data (like timm's ``pretrained_cfg``)."""
+
+    dataset: str  # data set it was trained for and is evaluated on
+    name: str  # the model's name in its source
+    architecture: str  # entry point: hub function, builder name or timm "name.tag"
+    weights: Download  # the pinned weights file
+    num_classes: int
+    preprocessing: dict  # mean/std (+ input size, crop_pct, interpolation for ImageNet)
+    code: tuple[Download, ...] = ()  # original model definitions, fetched at the pinned commit
+    member: str | None = None  # the weights inside an archive (huyvnphan's state_dicts.zip)
+    reference: str = ""  # where the pin was read (repository at commit, release page)
+
+    def downloads(self) -> list[Download]:
+        return [self.weights, *self.code]
+
+
+def github_raw(repo: str, commit: str, path: str, sha256: str, prefix: str) -> Download:
+    """A file of a GitHub repository at a commit, served byte-exact by raw.githubusercontent.com."""
+    return Download(
+        url=f"https://raw.githubusercontent.com/{repo}/{commit}/{path}",
+        checksum=f"sha256:{sha256}",
+        path=f"{prefix}/{path}",
+    )
+
+
+def local_file(files: Mapping[str, str | Path], download: Download) -> Path:
+    """The local copy of ``download`` named in a request's ``files``; fail clearly when it is absent."""
+    try:
+        path = Path(files[download.path])
+    except KeyError:
+        raise ModelSourceError(
+            f"the logits request names no local file for {download.path} ({download.url}); "
+            "run the job through the workflow, which downloads it first"
+        ) from None
+    if not path.is_file():
+        raise ModelSourceError(f"{path} (downloaded from {download.url}) does not exist")
+    return path
+
+
+def code_root(files: Mapping[str, str | Path], code: tuple[Download, ...], prefix: str) -> Path:
+    """The local folder holding the original code files (``prefix/<path in the repository>``).
+
+    Every file must sit at the same relative place as in the repository, so that the code's own
+    imports work; the folder is derived from the first file and checked against the others.
+    """
+    if not code:
+        raise ModelSourceError(f"no code files pinned under {prefix}")
+    root = None
+    for item in code:
+        relative = Path(item.path).relative_to(prefix)
+        path = local_file(files, item).resolve()
+        here = path.parents[len(relative.parts) - 1]
+        if root is None:
+            root = here
+        if here != root or path != root / relative:
+            raise ModelSourceError(f"the code files under {prefix} are not laid out as in their repository")
+    return root
+
+
+def cifar_transform(mean, std):
+    """ToTensor + Normalize, the test-time preprocessing of every CIFAR model here."""
+    from torchvision import transforms
+
+    return transforms.Compose([transforms.ToTensor(), transforms.Normalize(mean, std)])
+
+
+class PretrainedSource(Source):
+    """A source whose models are pretrained networks pinned in :attr:`PINS`."""
+
+    needs_gpu = True
+    #: (dataset, model name in the source) -> pin; filled by each source module
+    PINS: ClassVar[dict[tuple[str, str], Pin]] = {}
+    #: dataset -> {"gpu": {...}, "cpu": {...}} with mem_mb and runtime (minutes) of one logits job
+    RESOURCES: ClassVar[dict[str, dict[str, dict[str, int]]]] = {}
+
+    # ------------------------------------------------------------------ what subclasses implement
+    def build(self, pin: Pin, files: Mapping[str, str | Path], pretrained: bool = True):
+        """The network of ``pin`` in eval mode, with its pinned weights when ``pretrained``."""
+        raise NotImplementedError
+
+    def weights_metadata(self, pin: Pin, weights: Path) -> dict:
+        """Provenance of the weights for the logits archive's metadata."""
+        return {"url": pin.weights.url, "pin": pin.weights.checksum, "sha256": sha256_of(weights)}
+
+    def imagenet_transform(self, pin: Pin):  # pragma: no cover - only sources with ImageNet models
+        raise ModelSourceError(f"source {self.name!r} has no ImageNet models")
+
+    # ----------------------------------------------------------------------------- the interface
+    @property
+    def supported_datasets(self) -> list[str]:
+        return sorted({dataset for dataset, _ in self.PINS})
+
+    def models(self, dataset: str) -> list[str]:
+        """Names of the models this source pins for ``dataset``."""
+        return sorted(name for d, name in self.PINS if d == dataset)
+
+    def pin(self, dataset: str, model: str, spec: dict) -> Pin:
+        """The pin of a model entry (its config key, or ``name`` when given); fail with the known names."""
+        name = spec.get("name") or model
+        where = f"models.{dataset}.{model}"
+        if dataset not in self.supported_datasets:
+            raise ModelSourceError(
+                f"{where}: source {self.name!r} has no models for data set {dataset!r}; it provides models for "
+                f"{', '.join(self.supported_datasets)}"
+            )
+        try:
+            return self.PINS[(dataset, name)]
+        except KeyError:
+            raise ModelSourceError(
+                f"{where}: source {self.name!r} has no {dataset} model named {name!r}; known: "
+                f"{', '.join(self.models(dataset))} (set 'name' when the config key differs)"
+            ) from None
+
+    def dataset_downloads(self, dataset: str) -> list[Download]:
+        return [datasets.cifar_download(dataset)] if dataset in datasets.CIFAR else []
+
+    def downloads(self, dataset: str, model: str, spec: dict, config: dict) -> list[Download]:
+        pin = self.pin(dataset, model, spec)
+        return [*pin.downloads(), *self.dataset_downloads(dataset)]
+
+    def check(self, dataset: str, model: str, spec: dict, config: dict) -> None:
+        pin = self.pin(dataset, model, spec)
+        for item in pin.downloads():
+            parse_checksum(item.checksum)
+        if dataset == "imagenet":
+            settings = (config.get("datasets") or {}).get("imagenet") or {}
+            datasets.check_imagenet(settings.get("root"), settings.get("labels_file"))
+
+    def resources(self, dataset: str, config: dict) -> dict:
+        settings = inference_settings(config)
+        on_gpu = settings["device"] != "cpu"
+        table = self.RESOURCES.get(dataset, {}).get("gpu" if on_gpu else "cpu", {})
+        return {
+            "threads": max(2, settings["workers"] + 1) if on_gpu else 8,
+            "gpu": 1 if on_gpu and self.needs_gpu else 0,
+            "mem_mb": int(table.get("mem_mb", 8000)),
+            "runtime": int(table.get("runtime", 60)),
+        }
+
+    def evaluation_set(self, pin: Pin, files: Mapping[str, str | Path], config: dict):
+        """``(torch dataset, labels)`` of the pin's data set with the pin's preprocessing."""
+        if pin.dataset in datasets.CIFAR:
+            tarball = local_file(files, datasets.cifar_download(pin.dataset))
+            images, labels = datasets.read_cifar_test(tarball, pin.dataset)
+            transform = cifar_transform(pin.preprocessing["mean"], pin.preprocessing["std"])
+            return datasets.ArrayImages(images, labels, transform), labels
+        if pin.dataset == "imagenet":
+            settings = (config.get("datasets") or {}).get("imagenet") or {}
+            paths, labels = datasets.imagenet_samples(settings.get("root"), settings.get("labels_file"))
+            return datasets.ImageFiles(paths, labels, self.imagenet_transform(pin)), labels
+        raise ModelSourceError(f"no evaluation set for data set {pin.dataset!r}")  # pragma: no cover
+
+    def cache_logits(self, request: LogitsRequest, output: Path) -> None:
+        pin = self.pin(request.dataset, request.model, request.spec)
+        settings = inference_settings(request.config)
+        if request.spec.get("batch_size"):
+            settings["batch_size"] = int(request.spec["batch_size"])
+        device = select_device(settings["device"])
+        weights = local_file(request.files, pin.weights)
+        model = self.build(pin, request.files, pretrained=True)
+        data, labels = self.evaluation_set(pin, request.files, request.config)
+        logits = predict(
+            model,
+            data,
+            device=device,
+            batch_size=settings["batch_size"],
+            workers=settings["workers"],
+            amp=settings["amp"],
+            desc=f"{request.dataset}/{request.model}",
+        )
+        if logits.shape[1] != pin.num_classes:
+            raise ModelSourceError(
+                f"{request.dataset}/{request.model}: {logits.shape[1]} logits per image, expected {pin.num_classes}"
+            )
+        metadata = {
+            "source": self.name,
+            "dataset": request.dataset,
+            "model": request.model,
+            "name": pin.name,
+            "architecture": pin.architecture,
+            "reference": pin.reference,
+            "weights": self.weights_metadata(pin, weights),
+            "code": [{"url": item.url, "pin": item.checksum} for item in pin.code],
+            "preprocessing": pin.preprocessing,
+            "num_samples": int(len(labels)),
+            "top1_accuracy": float(np.mean(logits.argmax(axis=1) == labels)),
+            "inference": {**settings, "amp": bool(settings["amp"]) and device.type == "cuda"},
+            "environment": environment(device),
+        }
+        save_logits(output, logits, labels, metadata)

@@ -1,0 +1,233 @@
+"""Test helpers: a scriptable HTTP server on 127.0.0.1 and writers of files in official formats.
+
+``FileServer`` is a threaded ``http.server`` on an ephemeral port of 127.0.0.1. Tests register what
+each URL path does (serve bytes, redirect, cut the body short, answer an HTTP error) or mount a local
+folder under a prefix, and point the real download code at it. Use the ``file_server`` fixture
+(``from servers import file_server``), which stops the server in its teardown.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import pickle
+import tarfile
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+#: read-only real data (absent on users' machines and maybe in CI): tests using it must skip without it
+REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"
+#: environment variable naming a folder with the original model code, laid out like the repositories:
+#: <dir>/chenyaofo/pytorch-cifar-models/hubconf.py, <dir>/huyvnphan/PyTorch_CIFAR10/cifar10_models/*.py
+ORIGINAL_CODE_ENV = "CALIBREPRO_ORIGINAL_CODE_DIR"
+
+
+@dataclass
+class Route:
+    kind: str  # "file", "redirect", "truncate", "status", "flaky"
+    data: bytes = b""
+    target: str = ""
+    code: int = 200
+    cut: int = 0
+    failures: int = 0  # "flaky": how many more requests are cut short before the file is served
+
+
+class FileServer:
+    """A threaded HTTP server on 127.0.0.1 whose answers the test scripts, path by path."""
+
+    def __init__(self):
+        self.routes: dict[str, Route] = {}
+        self.mounts: dict[str, Path] = {}
+        self.requests: list[str] = []
+        self.user_agents: list[str] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # keep pytest output clean
+                pass
+
+            def do_GET(self):  # noqa: N802 - http.server's naming
+                path = self.path.split("?", 1)[0]
+                server.requests.append(path)
+                server.user_agents.append(self.headers.get("User-Agent", ""))
+                route = server._route(path)
+                if route is not None and route.kind == "flaky":
+                    if route.failures > 0:
+                        route.failures -= 1
+                        route = Route("truncate", data=route.data, cut=len(route.data) // 2)
+                    else:
+                        route = Route("file", data=route.data)
+                if route is None:
+                    self._send(404, b"not found")
+                elif route.kind == "file":
+                    self._send(200, route.data)
+                elif route.kind == "redirect":
+                    self.send_response(route.code)
+                    self.send_header("Location", route.target)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                elif route.kind == "status":
+                    self._send(route.code, b"error")
+                elif route.kind == "truncate":
+                    # announce the whole file, send only part of it, then drop the connection
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/octet-stream")
+                    self.send_header("Content-Length", str(len(route.data)))
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.wfile.write(route.data[: route.cut])
+                    self.wfile.flush()
+                    self.close_connection = True
+
+            def _send(self, code: int, body: bytes):
+                self.send_response(code)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    # ------------------------------------------------------------------------------------ setup
+    def start(self) -> "FileServer":
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)
+
+    @property
+    def base(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def url(self, path: str) -> str:
+        return self.base + path
+
+    def add_file(self, path: str, data: bytes) -> str:
+        self.routes[path] = Route("file", data=data)
+        return self.url(path)
+
+    def add_redirect(self, path: str, target: str, code: int = 302) -> str:
+        self.routes[path] = Route("redirect", target=target, code=code)
+        return self.url(path)
+
+    def add_truncated(self, path: str, data: bytes, cut: int) -> str:
+        self.routes[path] = Route("truncate", data=data, cut=cut)
+        return self.url(path)
+
+    def add_flaky(self, path: str, data: bytes, failures: int) -> str:
+        """Cut the first ``failures`` responses short, then serve ``data``."""
+        self.routes[path] = Route("flaky", data=data, failures=failures)
+        return self.url(path)
+
+    def add_status(self, path: str, code: int) -> str:
+        self.routes[path] = Route("status", code=code)
+        return self.url(path)
+
+    def mount(self, prefix: str, folder: str | os.PathLike) -> str:
+        """Serve the files under ``folder`` at ``prefix/<relative path>``."""
+        self.mounts[prefix.rstrip("/")] = Path(folder)
+        return self.url(prefix.rstrip("/"))
+
+    def count(self, path: str) -> int:
+        return sum(1 for requested in self.requests if requested == path)
+
+    def _route(self, path: str) -> Route | None:
+        if path in self.routes:
+            return self.routes[path]
+        for prefix, folder in self.mounts.items():
+            if path.startswith(prefix + "/"):
+                candidate = (folder / path[len(prefix) + 1:]).resolve()
+                if folder.resolve() in candidate.parents and candidate.is_file():
+                    return Route("file", data=candidate.read_bytes())
+        return None
+
+
+@pytest.fixture
+def file_server():
+    """A started :class:`FileServer`; stopped after the test."""
+    server = FileServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+# ------------------------------------------------------------------------------ official formats
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def md5_hex(data: bytes) -> str:
+    return hashlib.md5(data).hexdigest()
+
+
+def cifar_tarball_bytes(dataset: str, images: np.ndarray, labels) -> bytes:
+    """A ``cifar-10-python.tar.gz`` / ``cifar-100-python.tar.gz`` holding only the test batch.
+
+    ``images`` is ``(N, 32, 32, 3)`` uint8; the batch is pickled as in the official files (protocol 2
+    dict with bytes keys, ``data`` ``(N, 3072)`` uint8 in R, G, B planes, labels as a list).
+    """
+    images = np.asarray(images, dtype=np.uint8)
+    data = images.transpose(0, 3, 1, 2).reshape(len(images), -1)
+    if dataset == "cifar10":
+        member, batch = "cifar-10-batches-py/test_batch", {b"batch_label": b"testing batch 1 of 1", b"labels": [int(v) for v in labels]}
+    else:
+        member, batch = "cifar-100-python/test", {b"fine_labels": [int(v) for v in labels], b"coarse_labels": [0] * len(labels)}
+    batch[b"data"] = data
+    batch[b"filenames"] = [f"img_{i}.png".encode() for i in range(len(images))]
+    payload = pickle.dumps(batch, protocol=2)
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        info = tarfile.TarInfo(member)
+        info.size = len(payload)
+        archive.addfile(info, io.BytesIO(payload))
+        readme = tarfile.TarInfo(member.split("/")[0] + "/readme.html")
+        readme.size = 3
+        archive.addfile(readme, io.BytesIO(b"hi\n"))
+    return buffer.getvalue()
+
+
+def random_cifar(n: int, num_classes: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, 256, size=(n, 32, 32, 3), dtype=np.uint8), rng.integers(0, num_classes, size=n)
+
+
+def original_code_dir() -> Path | None:
+    """The folder named by ``CALIBREPRO_ORIGINAL_CODE_DIR``, or None when unset."""
+    value = os.environ.get(ORIGINAL_CODE_ENV)
+    return Path(value) if value else None
+
+
+def serve_original_code(server: FileServer, repo: str, commit: str) -> dict[str, str]:
+    """Mirror ``https://raw.githubusercontent.com/<repo>/<commit>`` to the local copy of the repository.
+
+    Skips the test when ``CALIBREPRO_ORIGINAL_CODE_DIR`` is unset or lacks the repository.
+    """
+    root = original_code_dir()
+    if root is None:
+        pytest.skip(
+            f"{ORIGINAL_CODE_ENV} is not set: the original {repo} code files cannot be downloaded here; set it to a "
+            "folder laid out as <dir>/<owner>/<repo>/<files at the pinned commit> to run this test"
+        )
+    folder = root / repo
+    if not folder.is_dir():
+        pytest.skip(f"{ORIGINAL_CODE_ENV}={root} has no {repo}/ folder")
+    local = server.mount(f"/raw/{repo}/{commit}", folder)
+    return {f"https://raw.githubusercontent.com/{repo}/{commit}": local}

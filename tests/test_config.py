@@ -1,0 +1,73 @@
+"""Config validation: defaults, and errors that name the offending key."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from calibrepro.config import ConfigError, load_schema, model_keys, validate_config
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = load_schema(ROOT / "workflow" / "schemas" / "config.schema.yaml")
+
+
+def minimal(**extra):
+    return {"models": {"mine": {"net": {"source": "logits", "path": "net.npz"}}}, **extra}
+
+
+def test_embedded_default_validates_and_lists_its_models():
+    config = validate_config(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()), SCHEMA)
+    assert model_keys(config) == [
+        ("digits", "logistic_regression"),
+        ("digits", "mlp_overconfident"),
+        ("digits", "mlp_label_smoothing"),
+    ]
+
+
+def test_defaults_are_filled_in():
+    config = validate_config(minimal(), SCHEMA)
+    assert config["split"] == {"seeds": [0], "calibration_fraction": 0.5}
+    assert config["bins"] == 15
+    assert config["calibrators"][0] == "uncalibrated" and len(config["calibrators"]) == 6
+    assert config["report"] == {"language": "ru", "published": None, "figures": {}}
+    assert config["inference"]["device"] == "auto"
+    assert config["datasets"]["digits"] == {"evaluation_fraction": 0.5, "seed": 0}
+
+
+def test_input_is_not_modified():
+    config = minimal()
+    validate_config(config, SCHEMA)
+    assert config == minimal()
+
+
+@pytest.mark.parametrize(
+    "config, expected",
+    [
+        (minimal(bnis=15), "<top level>: unknown key(s) 'bnis'"),
+        (minimal(split={"seedz": [0]}), "split: unknown key(s) 'seedz' (allowed: calibration_fraction, seeds)"),
+        (minimal(split={"calibration_fraction": 1.5}), "split.calibration_fraction: 1.5 is greater than or equal"),
+        (minimal(calibrators=["platt"]), "calibrators.0: 'platt' is not one of uncalibrated"),
+        (minimal(metrics=["ece", "ece"]), "metrics: ['ece', 'ece'] has non-unique elements"),
+        (minimal(report={"language": "de"}), "report.language: 'de' is not one of ru, en"),
+        (
+            {"models": {"digits": {"m": {"source": "demo", "epoch": 3}}}},
+            "models.digits.m: unknown key(s) 'epoch' (allowed: batch_size, epochs, hidden",
+        ),
+        ({"models": {"d": {"m": {"source": "logits"}}}}, "models.d.m: 'path' is a required property"),
+        ({"models": {"d": {"m": {"source": "hub"}}}}, "models.d.m.source: 'hub' is not one of logits, demo"),
+        ({"models": {"d": {"m": {"path": "x.npz"}}}}, "models.d.m: 'source' is a required property"),
+        ({"models": {}}, "models: {} should be non-empty"),
+        ({"split": {}}, "<top level>: 'models' is a required property"),
+    ],
+)
+def test_errors_name_the_key(config, expected):
+    with pytest.raises(ConfigError) as error:
+        validate_config(config, SCHEMA)
+    assert expected in str(error.value)
+
+
+def test_named_figures_must_point_to_configured_models():
+    with pytest.raises(ConfigError, match=r"report.figures.fig2: mine/other is not a configured model"):
+        validate_config(minimal(report={"figures": {"fig2": "mine/other"}}), SCHEMA)
+    config = validate_config(minimal(report={"figures": {"fig2": "mine/net"}}), SCHEMA)
+    assert config["report"]["figures"] == {"fig2": "mine/net"}

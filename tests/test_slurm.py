@@ -1,0 +1,327 @@
+"""The workflow through a real Slurm: a one-node cluster on 127.0.0.1 started by .ci/slurm-up, Snakemake's
+own SLURM executor plugin, and the users' profile workflow/profiles/slurm with the test overrides of
+tests/slurm/profile (the local partition, no GPU, squeue status checks) layered on top.
+
+The session fixture starts the cluster (apt-get installs Debian's Slurm where it is missing) and stops
+every daemon it started, by PID, when the session ends, failed tests included. A cluster that is
+already up (`bash .ci/slurm-up` before pytest) is used and left running. Without root, apt-get or
+installable packages the tests are skipped, loudly.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from workflow_helpers import synthetic_logits, write_config
+
+ROOT = Path(__file__).resolve().parents[1]
+SLURM_UP = ROOT / ".ci" / "slurm-up"
+SLURM_DOWN = ROOT / ".ci" / "slurm-down"
+SLURM_DIR = Path(os.environ.get("CALIBREPRO_SLURM_DIR", "/tmp/calibrepro-slurm"))
+SLURM_CONF = "/etc/slurm/slurm.conf"
+USER_PROFILE = ROOT / "workflow" / "profiles" / "slurm"
+TEST_PROFILE = ROOT / "tests" / "slurm" / "profile"
+SLURM_PROFILES = ("--profile", str(USER_PROFILE), "--profile", str(TEST_PROFILE))
+LOCAL_PROFILE = ("--profile", str(ROOT / "workflow" / "profiles" / "default"), "--cores", "2")
+TIMEOUT = int(os.environ.get("CALIBREPRO_SLURM_TIMEOUT", "600"))  # seconds per Snakemake run
+
+# Rules whose jobs must go through sbatch, and rules that must run in the submitting process.
+SLURM_RULES = {"logits", "split", "fit_calibrator", "evaluate"}
+LOCAL_RULES = {"metrics", "table", "reliability_figure", "named_figure", "reproduction"}
+
+SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+) \(log: (\S+)\)")
+RUN_ID = re.compile(r"SLURM run ID: (\S+)")
+
+
+def say(message: str) -> None:
+    """Print past pytest's capture: the CI log must show what the Slurm test saw (or why it skipped)."""
+    sys.__stderr__.write(f"\n[slurm-test] {message}\n")
+    sys.__stderr__.flush()
+
+
+def skip_loudly(reason: str) -> None:
+    bar = "!" * 100
+    say(f"\n{bar}\n!!! THE SLURM INTEGRATION TEST IS SKIPPED: {reason}\n{bar}")
+    pytest.skip(f"SLURM INTEGRATION TEST SKIPPED: {reason}")
+
+
+def _bash(script: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", str(script), *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    )
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A one-node Slurm cluster for the session: reused if up, else started here and stopped afterwards."""
+    if os.geteuid() != 0:
+        skip_loudly(f"needs root to install and start Slurm (running as uid {os.geteuid()})")
+    if _bash(SLURM_UP, "--status", timeout=60).returncode == 0:
+        say("using the one-node Slurm cluster that is already running (left running afterwards)")
+        yield SLURM_DIR
+        return
+    started = time.monotonic()
+    up = _bash(SLURM_UP)
+    if up.returncode == 2:  # not root, no apt-get, packages not installable, a foreign slurm.conf
+        reason = [line for line in up.stderr.splitlines() if "CANNOT RUN HERE" in line] or up.stderr.splitlines()[-1:]
+        skip_loudly(reason[-1] if reason else "slurm-up could not run here")
+    if up.returncode != 0:
+        _bash(SLURM_DOWN, timeout=120)
+        pytest.fail(f"bash .ci/slurm-up failed (exit {up.returncode}):\n{up.stderr[-6000:]}", pytrace=False)
+    say(f"one-node Slurm cluster up in {time.monotonic() - started:.1f} s: {up.stderr.strip().splitlines()[-1]}")
+    try:
+        yield SLURM_DIR
+    finally:
+        down = _bash(SLURM_DOWN, timeout=120)
+        say(f"slurm-down (exit {down.returncode}): {' / '.join(down.stderr.strip().splitlines())}")
+        leftovers = [pid for pid in _pids_named("slurmctld", "slurmd") if str(SLURM_DIR) in _cmdline(pid)]
+        assert down.returncode == 0 and not leftovers, f"Slurm daemons left running: {leftovers}\n{down.stderr}"
+
+
+def _pids_named(*names: str) -> list[int]:
+    pids = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if (proc / "comm").read_text().strip() in names:
+                pids.append(int(proc.name))
+        except OSError:
+            pass
+    return pids
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+@dataclass
+class Run:
+    returncode: int
+    output: str  # stdout and stderr, interleaved
+    seconds: float
+
+    def tail(self, n: int = 6000) -> str:
+        return self.output[-n:]
+
+    def submissions(self) -> list[tuple[int, int, str]]:
+        """(Snakemake job id, Slurm job id, Slurm log) of every job that went through sbatch."""
+        return [(int(a), int(b), log) for a, b, log in SUBMITTED.findall(self.output)]
+
+    def run_id(self) -> str:
+        found = RUN_ID.findall(self.output)
+        assert found, f"no 'SLURM run ID' in Snakemake's output:\n{self.tail()}"
+        return found[-1]
+
+
+def run_snakemake(workdir: Path, *args: str, profiles=SLURM_PROFILES, timeout: int = TIMEOUT) -> Run:
+    """Run the Snakefile in workdir; on timeout kill Snakemake's whole process group and its Slurm jobs."""
+    command = [
+        sys.executable, "-m", "snakemake",
+        "--snakefile", str(ROOT / "Snakefile"),
+        "--directory", str(workdir),
+        *profiles,
+        *args,
+    ]
+    env = dict(os.environ, SLURM_CONF=SLURM_CONF)
+    started = time.monotonic()
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        start_new_session=True,  # its own process group, so that a hung run can be killed whole
+    )
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        for sig in (signal.SIGTERM, signal.SIGKILL):  # Snakemake may ignore SIGTERM while it polls
+            try:
+                os.killpg(process.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                process.wait(timeout=15)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        output, _ = process.communicate()
+        run_ids = RUN_ID.findall(output)
+        if run_ids:  # its Slurm jobs are not in the process group
+            subprocess.run(["scancel", "--name", run_ids[-1]], env=env, timeout=30, check=False)
+        pytest.fail(
+            f"Snakemake did not finish within {timeout} s and was killed; its output ends with:\n{output[-6000:]}",
+            pytrace=False,
+        )
+    return Run(process.returncode, output, time.monotonic() - started)
+
+
+def squeue_states(run_id: str) -> dict[int, str]:
+    """Slurm job id -> state of the jobs of one Snakemake run (finished ones stay for MinJobAge = 600 s)."""
+    result = subprocess.run(
+        ["squeue", "--states=all", "--noheader", "--format=%i|%T", "--name", run_id],
+        capture_output=True, text=True, env=dict(os.environ, SLURM_CONF=SLURM_CONF), timeout=30, check=True,
+    )
+    return {int(job): state for job, state in (line.split("|") for line in result.stdout.split())}
+
+
+def jobcomp_records(run_id: str) -> dict[int, str]:
+    """Slurm job id -> final state, from slurmctld's job completion log (there is no slurmdbd here)."""
+    records = {}
+    for line in (SLURM_DIR / "log" / "jobcomp.log").read_text().splitlines():
+        fields = dict(item.split("=", 1) for item in line.split() if "=" in item)
+        if fields.get("Name") == run_id:
+            records[int(fields["JobId"])] = fields["JobState"]
+    return records
+
+
+def slurmctld_submissions() -> set[int]:
+    log = (SLURM_DIR / "log" / "slurmctld.log").read_text()
+    return {int(job) for job in re.findall(r"_slurm_rpc_submit_batch_job: JobId=(\d+)", log)}
+
+
+def rule_of(slurm_log: str) -> str:
+    """The rule (or group) a Slurm log belongs to: .snakemake/slurm_logs/rule_<rule>/<wildcards>/<id>.log."""
+    part = next(p for p in Path(slurm_log).parts if p.startswith(("rule_", "group_")))
+    return part.split("_", 1)[1]
+
+
+# ---------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory):
+    """The embedded demo run locally with the default profile: the reference for the Slurm run."""
+    workdir = tmp_path_factory.mktemp("local")
+    run = run_snakemake(workdir, profiles=LOCAL_PROFILE)
+    assert run.returncode == 0, f"the local reference run failed:\n{run.tail()}"
+    say(f"local reference run of the demo (default profile, 2 cores): {run.seconds:.1f} s")
+    return workdir
+
+
+@pytest.fixture(scope="module")
+def slurm_run(slurm_cluster, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("slurm")
+    run = run_snakemake(workdir)
+    assert run.returncode == 0, f"the demo through Slurm failed (exit {run.returncode}):\n{run.tail()}"
+    return workdir, run
+
+
+def _relative_files(root: Path, pattern: str) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.glob(pattern) if p.is_file())
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_demo_runs_through_sbatch(slurm_run):
+    workdir, run = slurm_run
+    run_id = run.run_id()
+    submissions = run.submissions()
+    jobs = sorted(slurm for _, slurm, _ in submissions)
+    rules = {rule_of(log) for _, _, log in submissions}
+    say(f"demo through Slurm: {run.seconds:.1f} s wall, {len(jobs)} sbatch jobs, run {run_id}, job ids {jobs}")
+    for line in re.findall(r"^.*has been submitted with SLURM jobid.*$", run.output, flags=re.M):
+        say(line)
+
+    assert submissions, f"no job went through sbatch:\n{run.tail()}"
+    assert len(set(jobs)) == len(jobs)
+    assert SLURM_RULES <= rules | {"calibrate"}, rules
+    assert "logits" in rules and "split" in rules
+    assert not rules & LOCAL_RULES, f"localrules were submitted: {rules & LOCAL_RULES}"
+    for rule in LOCAL_RULES:
+        assert re.search(rf"^localrule {rule}:", run.output, flags=re.M), f"{rule} did not run locally"
+
+    # slurmctld saw every one of them submitted, and each finished COMPLETED: in squeue (it keeps
+    # finished jobs for MinJobAge) and in the job completion log.
+    assert set(jobs) <= slurmctld_submissions()
+    assert squeue_states(run_id) == {job: "COMPLETED" for job in jobs}
+    assert jobcomp_records(run_id) == {job: "COMPLETED" for job in jobs}
+    # Every job's own Slurm log (kept by the test profile) shows Snakemake running that job on the node.
+    for snakemake_job, slurm_job, log in submissions:
+        text = Path(log).read_text()
+        assert Path(log).name == f"{slurm_job}.log"
+        assert "Finished jobid: 0" in text or "Finished job" in text, f"{log}:\n{text[-3000:]}"
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_slurm_outputs_equal_the_local_run(slurm_run, local_run):
+    workdir, _ = slurm_run
+    identical = [
+        "results/metrics.csv",
+        "reports/reproduction.md",
+        *_relative_files(local_run, "reports/tables/*"),
+        *_relative_files(local_run, "results/calibrators/**/*.json"),
+        *_relative_files(local_run, "results/evaluations/**/*.csv"),
+        *_relative_files(local_run, "results/reliability/**/*.json"),
+    ]
+    assert len(_relative_files(local_run, "results/calibrators/**/*.json")) == 3 * 6
+    for pattern in ("reports/**/*", "results/calibrators/**/*", "results/logits/**/*", "results/splits/**/*"):
+        assert _relative_files(workdir, pattern) == _relative_files(local_run, pattern), pattern
+    different = [name for name in identical if (workdir / name).read_bytes() != (local_run / name).read_bytes()]
+    assert not different, f"not byte-identical between the local and the Slurm run: {different}"
+
+    # .npz archives (zip time stamps) and figures (creation dates) are compared by their contents.
+    for name in _relative_files(local_run, "results/logits/**/*.npz") + _relative_files(local_run, "results/splits/**/*.npz"):
+        with np.load(workdir / name) as ours, np.load(local_run / name) as reference:
+            assert sorted(ours.files) == sorted(reference.files), name
+            for key in reference.files:
+                assert np.array_equal(ours[key], reference[key]), f"{name}: array {key!r} differs"
+    import matplotlib.image
+
+    for name in _relative_files(local_run, "reports/figures/**/*.png"):
+        assert np.array_equal(matplotlib.image.imread(workdir / name), matplotlib.image.imread(local_run / name)), name
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_failing_slurm_job_fails_the_run_naming_it(slurm_cluster, tmp_path):
+    logits, labels = synthetic_logits(tmp_path / "a.npz")
+    logits[7, 1] = np.nan
+    np.savez(tmp_path / "a.npz", logits=logits, labels=labels)
+    config = write_config(tmp_path / "byo.yaml", {"models": {"mydata": {"net_a": {"source": "logits", "path": "a.npz"}}}})
+
+    run = run_snakemake(tmp_path, "--configfile", str(config), "results/metrics.csv")
+
+    assert run.returncode != 0, run.tail()
+    submissions = run.submissions()
+    assert [rule_of(log) for _, _, log in submissions] == ["logits"], run.tail()
+    (_, failed_job, slurm_log), = submissions
+    say(f"failing job: Slurm job {failed_job} -> Snakemake exit {run.returncode} after {run.seconds:.1f} s")
+    assert "Error in rule logits:" in run.output, run.tail()
+    assert f"SLURM-job '{failed_job}' failed, SLURM status is: 'FAILED'" in run.output, run.tail()
+    assert "results/logits/mydata/net_a.npz" in run.output
+    assert "Exiting because a job execution failed" in run.output
+    # the job's own message names the file, in the rule's log and (show-failed-logs) in Snakemake's output
+    message = "NaN or infinite values in 1 row(s), first at row 7"
+    log = (tmp_path / "results/logs/logits/mydata/net_a.log").read_text()
+    assert "a.npz" in log and message in log
+    assert message in run.output
+    assert not (tmp_path / "results/logits/mydata/net_a.npz").exists()
+    assert squeue_states(run.run_id()) == {failed_job: "FAILED"}
+    assert jobcomp_records(run.run_id()) == {failed_job: "FAILED"}
+
+
+def test_user_profile_sends_logits_to_the_gpu_partition(tmp_path):
+    """The users' profile as shipped (no cluster needed): GPU partition and GPU for logits, CPU for the rest."""
+    run = run_snakemake(tmp_path, "--dry-run", profiles=("--profile", str(USER_PROFILE)), timeout=300)
+    assert run.returncode == 0, run.tail()
+    resources = dict(re.findall(r"^rule (\w+):\n(?:    .*\n)*?    resources: (.*)$", run.output, flags=re.M))
+    assert set(resources) >= SLURM_RULES | LOCAL_RULES, sorted(resources)
+    logits = resources["logits"]
+    for item in ("slurm_partition=gpu", "gpu=1", "cpus_per_gpu=8"):
+        assert item in logits.split(", "), logits
+    for rule in SLURM_RULES - {"logits"}:
+        assert "slurm_partition=cpu" in resources[rule].split(", "), (rule, resources[rule])
+        assert "gpu=1" not in resources[rule].split(", ")

@@ -1,0 +1,154 @@
+"""The Snakemake workflow end to end, as a user runs it (in a temporary working directory)."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from calibrepro.io import load_logits
+from calibrepro.splits import load_split
+from workflow_helpers import run_snakemake, synthetic_logits, write_config
+
+pytestmark = pytest.mark.slow
+
+METHODS = ["uncalibrated", "histogram_binning", "isotonic", "temperature_scaling", "vector_scaling", "vector_scaling_bias"]
+
+
+def byo_config(tmp_path, models, **extra):
+    return write_config(tmp_path / "byo.yaml", {"models": {"mydata": models}, **extra})
+
+
+def uncalibrated_reference(workdir, dataset, model, seed=0):
+    """Accuracy and 15-bin ECE of the raw softmax on the test half, computed here independently."""
+    archive = load_logits(workdir / f"results/logits/{dataset}/{model}.npz")
+    _, test, _ = load_split(workdir / f"results/splits/{dataset}/seed{seed}.npz")
+    z = archive.logits[test].astype(np.float64)
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    confidence, correct = p.max(axis=1), p.argmax(axis=1) == archive.labels[test]
+    bins = np.clip(np.ceil(confidence * 15).astype(int) - 1, 0, 14)
+    ece = sum(abs(correct[bins == m].sum() - confidence[bins == m].sum()) for m in range(15)) / len(test)
+    return correct.mean(), ece
+
+
+def test_demo_runs_end_to_end_and_reruns_byte_identical(tmp_path):
+    result = run_snakemake(tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = pd.read_csv(tmp_path / "results/metrics.csv")
+    models = ["logistic_regression", "mlp_overconfident", "mlp_label_smoothing"]
+    assert list(metrics.columns) == ["dataset", "model", "method", "seed", "metric", "value"]
+    assert list(metrics["model"].unique()) == models
+    assert list(metrics["method"].unique()) == METHODS
+    assert len(metrics) == 3 * 6 * 9
+    assert metrics["value"].between(0, np.inf).all()
+
+    for model in models:
+        accuracy, ece = uncalibrated_reference(tmp_path, "digits", model)
+        row = metrics.set_index(["model", "method", "metric"])["value"]
+        assert row[(model, "uncalibrated", "accuracy")] == pytest.approx(accuracy, abs=1e-12)
+        assert row[(model, "uncalibrated", "ece")] == pytest.approx(ece, abs=1e-6)
+        # temperature scaling keeps the argmax, so it keeps the accuracy
+        assert row[(model, "temperature_scaling", "accuracy")] == row[(model, "uncalibrated", "accuracy")]
+
+    over = metrics.query("model == 'mlp_overconfident' and metric == 'nll'").set_index("method")["value"]
+    assert over["temperature_scaling"] < over["uncalibrated"]
+
+    table = (tmp_path / "reports/tables/accuracy.md").read_text()
+    accuracy = metrics.query("model == 'mlp_overconfident' and method == 'uncalibrated' and metric == 'accuracy'")
+    assert f"{100 * accuracy['value'].item():.3f}" in table
+    for model in models:
+        for extension in ("png", "pdf"):
+            assert (tmp_path / f"reports/figures/reliability/digits/{model}.{extension}").stat().st_size > 10_000
+    assert (tmp_path / "reports/figures/figure_demo.png").is_file()
+
+    outputs = ["results/metrics.csv", *sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "reports/tables").iterdir())]
+    first = {name: (tmp_path / name).read_bytes() for name in outputs}
+    shutil.rmtree(tmp_path / "results")
+    shutil.rmtree(tmp_path / "reports")
+    result = run_snakemake(tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    second = {name: (tmp_path / name).read_bytes() for name in outputs}
+    assert first == second
+
+
+def test_own_logits_replace_the_demo_models(tmp_path):
+    synthetic_logits(tmp_path / "a.npz", seed=1)
+    _, labels = synthetic_logits(tmp_path / "b.npz", seed=2)
+    synthetic_logits(tmp_path / "b.npz", seed=3, labels=labels, sharpness=6.0)
+    synthetic_logits(tmp_path / "a.npz", seed=1, labels=labels)
+    config = byo_config(
+        tmp_path,
+        {"net_a": {"source": "logits", "path": "a.npz"}, "net_b": {"source": "logits", "path": "b.npz"}},
+        split={"seeds": [0, 1]},
+        metrics=["accuracy", "ece", "nll"],
+    )
+    result = run_snakemake(tmp_path, "--configfile", str(config))
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = pd.read_csv(tmp_path / "results/metrics.csv")
+    assert set(metrics["dataset"]) == {"mydata"}
+    assert list(metrics["model"].unique()) == ["net_a", "net_b"]
+    assert sorted(metrics["seed"].unique()) == [0, 1]
+    assert len(metrics) == 2 * 6 * 2 * 3
+    assert not (tmp_path / "results/logits/digits").exists()
+    for method in METHODS:
+        assert (tmp_path / f"results/calibrators/mydata/net_b/{method}/seed1.json").is_file()
+    assert sorted(p.name for p in (tmp_path / "reports/tables").iterdir()) == [
+        "accuracy.md", "accuracy.tex", "ece.md", "ece.tex", "nll.md", "nll.tex",
+    ]
+
+
+def test_one_table_builds_only_what_it_needs(tmp_path):
+    synthetic_logits(tmp_path / "a.npz")
+    config = byo_config(tmp_path, {"net_a": {"source": "logits", "path": "a.npz"}})
+    result = run_snakemake(tmp_path, "--configfile", str(config), "reports/tables/ece.md")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (tmp_path / "reports/tables/ece.md").is_file()
+    assert not (tmp_path / "reports/tables/brier.md").exists()
+    assert not (tmp_path / "reports/figures").exists()
+
+
+@pytest.mark.parametrize(
+    "breakage, message",
+    [
+        ("nan", "NaN or infinite values in 1 row(s), first at row 7"),
+        ("label", "label 9 at row 3 is outside the 4 classes [0, 3]"),
+        ("count", "'labels' has 399 entries but 'logits' has 400 rows"),
+    ],
+)
+def test_bad_own_logits_fail_naming_the_file(tmp_path, breakage, message):
+    logits, labels = synthetic_logits(tmp_path / "a.npz")
+    if breakage == "nan":
+        logits[7, 1] = np.nan
+    elif breakage == "label":
+        labels[3] = 9
+    else:
+        labels = labels[:-1]
+    np.savez(tmp_path / "a.npz", logits=logits, labels=labels)
+    config = byo_config(tmp_path, {"net_a": {"source": "logits", "path": "a.npz"}})
+    result = run_snakemake(tmp_path, "--configfile", str(config), "results/metrics.csv")
+    assert result.returncode != 0
+    log = (tmp_path / "results/logs/logits/mydata/net_a.log").read_text()
+    assert "a.npz" in log and message in log
+    assert not (tmp_path / "results/logits/mydata/net_a.npz").exists()
+
+
+def test_models_of_one_data_set_must_share_labels(tmp_path):
+    synthetic_logits(tmp_path / "a.npz", seed=1)
+    synthetic_logits(tmp_path / "b.npz", seed=2)
+    config = byo_config(
+        tmp_path, {"net_a": {"source": "logits", "path": "a.npz"}, "net_b": {"source": "logits", "path": "b.npz"}}
+    )
+    result = run_snakemake(tmp_path, "--configfile", str(config), "results/metrics.csv")
+    assert result.returncode != 0
+    assert "its labels differ from those the split" in result.stderr
+
+
+def test_unknown_config_key_fails_before_any_job(tmp_path):
+    config = byo_config(tmp_path, {"net_a": {"source": "logits", "path": "a.npz"}}, bnis=10)
+    result = run_snakemake(tmp_path, "--configfile", str(config), "-n")
+    assert result.returncode != 0
+    assert "unknown key(s) 'bnis'" in result.stderr
+    assert not (tmp_path / "results").exists()
