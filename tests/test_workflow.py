@@ -103,7 +103,7 @@ def test_own_logits_replace_the_demo_models(tmp_path):
 def test_one_table_builds_only_what_it_needs(tmp_path):
     synthetic_logits(tmp_path / "a.npz")
     config = byo_config(tmp_path, {"net_a": {"source": "logits", "path": "a.npz"}})
-    result = run_snakemake(tmp_path, "--configfile", str(config), "reports/tables/ece.md")
+    result = run_snakemake(tmp_path, "reports/tables/ece.md", "--configfile", str(config))
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / "reports/tables/ece.md").is_file()
     assert not (tmp_path / "reports/tables/brier.md").exists()
@@ -128,7 +128,7 @@ def test_bad_own_logits_fail_naming_the_file(tmp_path, breakage, message):
         labels = labels[:-1]
     np.savez(tmp_path / "a.npz", logits=logits, labels=labels)
     config = byo_config(tmp_path, {"net_a": {"source": "logits", "path": "a.npz"}})
-    result = run_snakemake(tmp_path, "--configfile", str(config), "results/metrics.csv")
+    result = run_snakemake(tmp_path, "results/metrics.csv", "--configfile", str(config))
     assert result.returncode != 0
     log = (tmp_path / "results/logs/logits/mydata/net_a.log").read_text()
     assert "a.npz" in log and message in log
@@ -141,14 +141,14 @@ def test_models_of_one_data_set_must_share_labels(tmp_path):
     config = byo_config(
         tmp_path, {"net_a": {"source": "logits", "path": "a.npz"}, "net_b": {"source": "logits", "path": "b.npz"}}
     )
-    result = run_snakemake(tmp_path, "--configfile", str(config), "results/metrics.csv")
+    result = run_snakemake(tmp_path, "results/metrics.csv", "--configfile", str(config))
     assert result.returncode != 0
-    assert "its labels differ from those the split" in result.stderr
+    assert "its labels differ from those the split" in result.stdout + result.stderr
 
 
 def test_unknown_config_key_fails_before_any_job(tmp_path):
     config = byo_config(tmp_path, {"net_a": {"source": "logits", "path": "a.npz"}}, bnis=10)
     result = run_snakemake(tmp_path, "--configfile", str(config), "-n")
     assert result.returncode != 0
-    assert "unknown key(s) 'bnis'" in result.stderr
+    assert "unknown key(s) 'bnis'" in result.stdout + result.stderr
     assert not (tmp_path / "results").exists()

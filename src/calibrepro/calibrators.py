@@ -15,7 +15,8 @@ All follow scikit-learn's estimator convention (nothing computed in ``__init__``
 attributes ending in ``_``) and serialise their fitted state with :meth:`Calibrator.to_json` /
 :meth:`Calibrator.from_json`; a JSON round trip reproduces ``predict_proba`` bit for bit.
 
-Conventions (design.md section 4; each reproduces the thesis's published cells):
+Conventions (design.md section 4; the softmax dtype, binning, isotonic, NLL-clip and argmax-tie
+conventions are those that reproduce the thesis's published cells on real logits):
 
 * **Softmax.**  :func:`softmax` is the only softmax in the package.  ``uncalibrated``,
   histogram binning and isotonic regression start from ``torch.softmax`` of the float32 logits,
@@ -47,13 +48,12 @@ thread counts (the worker threads only change *who* computes a block, not the ar
 
 from __future__ import annotations
 
-import math
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import torch
-from sklearn.isotonic import isotonic_regression
+from scipy.optimize import isotonic_regression as _scipy_isotonic_regression
 
 from .metrics import bin_index
 
@@ -89,12 +89,16 @@ def softmax(logits: np.ndarray, precision: str = "float32") -> np.ndarray:
         with torch.no_grad():
             return torch.softmax(z, dim=1).numpy()
     if precision == "float64":
-        s = np.array(logits, dtype=np.float64, copy=True, order="C")
-        s -= s.max(axis=1, keepdims=True)
-        np.exp(s, out=s)
-        s /= s.sum(axis=1, keepdims=True)
-        return s
+        return _softmax64_inplace(np.array(logits, dtype=np.float64, copy=True, order="C"))
     raise ValueError(f"precision must be 'float32' or 'float64', got {precision!r}")
+
+
+def _softmax64_inplace(s: np.ndarray) -> np.ndarray:
+    """float64 softmax of the rows of ``s``, overwriting ``s`` (max shift, exp, divide by sum)."""
+    s -= s.max(axis=1, keepdims=True)
+    np.exp(s, out=s)
+    s /= s.sum(axis=1, keepdims=True)
+    return s
 
 
 def _check_logits(logits, n_classes: int | None = None) -> np.ndarray:
@@ -286,8 +290,9 @@ class HistogramBinning(Calibrator):
         e1 = np.float64(1.0) / np.float64(self.bins)
         # float32 array vs float64 scalar: compared in float64 (NumPy 2 promotion), exact
         small = p <= e1
-        rows, cols = np.nonzero(~small)
-        vals = p[rows, cols]
+        where = np.flatnonzero(~small)  # (much faster than a 2-D nonzero)
+        rows, cols = np.divmod(where, p.shape[1])
+        vals = p.reshape(-1)[where]
         return small, rows, cols, vals, bin_index(vals, self.bins)
 
     def fit(self, logits, labels) -> "HistogramBinning":
@@ -353,41 +358,27 @@ class HistogramBinning(Calibrator):
 _F32_EPS = np.float32(np.finfo(np.float32).resolution)  # 1e-6: scikit-learn's tie tolerance
 
 
-def _merge_threshold(v: np.ndarray) -> np.ndarray:
-    """Smallest float32 ``x`` with ``float32(x - v) >= 1e-6`` (scikit-learn's "new value" test).
+def _transposed(a: np.ndarray, dtype=None, rows: int = 512) -> np.ndarray:
+    """C-contiguous transpose of a 2-D array (optionally cast), copied in cache-sized row blocks.
 
-    The predicate is monotone in ``x``, so starting from ``float32(v + 1e-6)`` a few one-ulp
-    steps find the boundary exactly.
+    About 2.5x faster than ``np.ascontiguousarray(a.T)`` for (25000, 1000) float32.
     """
-    def ok(x):
-        return (x - v) >= _F32_EPS
-
-    c = (v + _F32_EPS).astype(np.float32)
-    zero = np.float32(0)
-    inf = np.float32(np.inf)
-    for _ in range(8):
-        down = np.nextafter(c, zero)
-        move = ok(down)
-        if not move.any():
-            break
-        c = np.where(move, down, c)
-    for _ in range(8):
-        move = ~ok(c)
-        if not move.any():
-            break
-        c = np.where(move, np.nextafter(c, inf), c)
-    if not (ok(c).all() and not ok(np.nextafter(c, zero)).any()):  # pragma: no cover - safety net
-        raise ArithmeticError("isotonic tie threshold did not converge")
-    return c
+    out = np.empty(a.shape[::-1], dtype=a.dtype if dtype is None else dtype)
+    for i in range(0, a.shape[0], rows):
+        out[:, i : i + rows] = a[i : i + rows].T
+    return out
 
 
-def _unique_groups(s: np.ndarray):
+def _unique_groups(s: np.ndarray) -> np.ndarray:
     """scikit-learn's ``_make_unique`` grouping of every row of the row-sorted float32 array ``s``.
 
-    scikit-learn walks the sorted X and starts a new group when ``x - start >= 1e-6`` (float32),
-    where ``start`` is the first value of the current group.  A gap >= 1e-6 between neighbours
-    always starts a group; inside a run of smaller gaps the greedy chain is followed for all runs
-    of all rows at once.  Returns the flat indices of the group starts (sorted).
+    scikit-learn walks the sorted X and starts a new group when ``x - start >= 1e-6`` in float32
+    (``np.finfo(float32).resolution``), ``start`` being the first value of the current group.  A
+    gap >= 1e-6 between neighbours therefore always starts a group; inside a run of smaller gaps
+    that spans more than 1e-6 the greedy chain is followed, for all such runs of all rows at
+    once: from each group start, a galloping then bisecting search (the test is monotone along
+    the sorted run) finds the first value with ``x - start >= 1e-6``.  Returns the flat indices
+    of the group starts (sorted).
     """
     k, n = s.shape
     flat = s.reshape(-1)
@@ -398,17 +389,35 @@ def _unique_groups(s: np.ndarray):
     heads = np.flatnonzero(start)
     ends = np.append(heads[1:], flat.size)  # exclusive end of each run
     need = (flat[ends - 1] - flat[heads]) >= _F32_EPS  # run longer than 1e-6: split it
-    active, act_end = heads[need], ends[need]
-    if active.size:
-        keys = (np.arange(k, dtype=np.int64)[:, None] << 32) | s.view(np.int32).astype(np.int64)
-        keys = keys.reshape(-1)  # sorted: (row, float32 bits), bits monotone for values >= 0
-        while active.size:
-            row = active // n
-            c = _merge_threshold(flat[active])
-            nxt = np.searchsorted(keys, (row << 32) | c.view(np.int32).astype(np.int64), side="left")
-            start[nxt] = True
-            more = (flat[act_end - 1] - flat[nxt]) >= _F32_EPS
-            active, act_end = nxt[more], act_end[more]
+    cur, end = heads[need], ends[need]
+    while cur.size:
+        v = flat[cur]
+        lo = cur + 1  # test false here (gap < 1e-6 inside a run)
+        hi = end - 1  # test true here (checked above)
+        step = 2
+        open_ = np.ones(cur.size, dtype=bool)
+        while True:  # gallop: probe cur + 2, 4, 8, ... below hi
+            probe = cur + step
+            idx = np.flatnonzero(open_ & (probe < hi))
+            if not idx.size:
+                break
+            ok = (flat[probe[idx]] - v[idx]) >= _F32_EPS
+            hit, miss = idx[ok], idx[~ok]
+            hi[hit] = probe[hit]
+            open_[hit] = False
+            lo[miss] = probe[miss]
+            step *= 2
+        while True:  # bisect between lo (false) and hi (true)
+            idx = np.flatnonzero(hi - lo > 1)
+            if not idx.size:
+                break
+            mid = (lo[idx] + hi[idx]) // 2
+            ok = (flat[mid] - v[idx]) >= _F32_EPS
+            hi[idx[ok]] = mid[ok]
+            lo[idx[~ok]] = mid[~ok]
+        start[hi] = True
+        more = (flat[end - 1] - flat[hi]) >= _F32_EPS
+        cur, end = hi[more], end[more]
     return np.flatnonzero(start)
 
 
@@ -422,12 +431,12 @@ class IsotonicCalibration(Calibrator):
 
     Implementation: the fit re-implements scikit-learn's ``IsotonicRegression.fit`` for all
     classes at once -- one sort of every class column, scikit-learn's duplicate merging (values
-    closer than 1e-6 in float32 are one point; see :func:`_unique_groups`), then scikit-learn's
-    own :func:`sklearn.isotonic.isotonic_regression` (PAVA) per class and the same trimming of
-    repeated thresholds.  Prediction replays ``scipy.interpolate.interp1d``'s float32 linear
+    closer than 1e-6 in float32 are one point; see :func:`_unique_groups`), then the PAVA that
+    scikit-learn calls (SciPy's, see :func:`_pava_like_sklearn`) per class and the same trimming
+    of repeated thresholds.  Prediction replays ``scipy.interpolate.interp1d``'s float32 linear
     interpolation.  The result is bit-identical to calling scikit-learn per class (tested), and
-    faster: at K=1000 with 25,000 + 25,000 samples, fit + predict take ~1.5 s instead of ~4.5 s
-    for 1000 ``IsotonicRegression`` objects on this 2-core machine.
+    faster: at K=1000 with 25,000 + 25,000 samples, fit + predict take ~1.4 s instead of ~4.5 s
+    for 1000 ``IsotonicRegression`` objects on the 2-core development machine.
 
     Fitted state: ``x_thresholds_`` / ``y_thresholds_``, lists (one per class) of float32
     arrays, exactly scikit-learn's ``X_thresholds_`` / ``y_thresholds_``.
@@ -441,14 +450,19 @@ class IsotonicCalibration(Calibrator):
         n, k = z.shape
         y = _check_labels(labels, n, k)
         p = softmax(z, "float32")
-        s = np.sort(np.ascontiguousarray(p.T), axis=1)  # (K, N) each class sorted
+        s = _transposed(p)
+        s.sort(axis=1)  # (K, N): each class's probabilities sorted
         starts = _unique_groups(s)
         flat = s.reshape(-1)
         sizes = np.diff(np.append(starts, flat.size))
         # positives per group: locate each sample's true-class probability in its sorted row
-        keys = (np.arange(k, dtype=np.int64)[:, None] << 32) | s.view(np.int32).astype(np.int64)
         py = p[np.arange(n), y]
-        where = np.searchsorted(keys.reshape(-1), (y << 32) | py.view(np.int32).astype(np.int64), side="left")
+        order = np.argsort(y, kind="stable")
+        cuts = np.searchsorted(y[order], np.arange(k + 1))
+        where = np.empty(n, dtype=np.int64)
+        for j in np.flatnonzero(np.diff(cuts)):
+            rows = order[cuts[j] : cuts[j + 1]]
+            where[rows] = j * n + np.searchsorted(s[j], py[rows], side="left")
         group = np.searchsorted(starts, where, side="right") - 1
         positives = np.bincount(group, minlength=starts.size)
         x_unique = flat[starts]
@@ -458,7 +472,7 @@ class IsotonicCalibration(Calibrator):
         xs, ys = [], []
         for j in range(k):
             g = slice(bounds[j], bounds[j + 1])
-            yj = isotonic_regression(y_mean[g], sample_weight=weight[g], y_min=0.0, y_max=1.0, increasing=True)
+            yj = _pava_like_sklearn(y_mean[g], weight[g])
             xj = x_unique[g]
             keep = np.ones(yj.shape[0], dtype=bool)
             keep[1:-1] = (yj[1:-1] != yj[:-2]) | (yj[1:-1] != yj[2:])
@@ -474,11 +488,10 @@ class IsotonicCalibration(Calibrator):
         """Interpolated isotonic values per class (float32, as scikit-learn), rows renormalised."""
         self._check_fitted()
         z = _check_logits(logits, self.n_classes_)
-        pt = np.ascontiguousarray(softmax(z, "float32").T)
-        out = np.empty(pt.shape, dtype=np.float32)
-        for j in range(self.n_classes_):
-            out[j] = _interp_f32(pt[j], self.x_thresholds_[j], self.y_thresholds_[j])
-        return _renormalise(out.T.astype(np.float64))
+        pt = _transposed(softmax(z, "float32"))
+        for j in range(self.n_classes_):  # in place, class by class
+            pt[j] = _interp_f32(pt[j], self.x_thresholds_[j], self.y_thresholds_[j])
+        return _renormalise(_transposed(pt, np.float64))
 
     def _params(self) -> dict:
         return {
@@ -491,6 +504,20 @@ class IsotonicCalibration(Calibrator):
         self.n_classes_ = int(params["n_classes"])
         self.x_thresholds_ = [_f32_from_json(x) for x in params["x_thresholds"]]
         self.y_thresholds_ = [_f32_from_json(y) for y in params["y_thresholds"]]
+
+
+def _pava_like_sklearn(y: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """``sklearn.isotonic.isotonic_regression(y, sample_weight=weight, y_min=0, y_max=1)`` for float32 input.
+
+    scikit-learn's function is three lines around SciPy's PAVA: ``scipy.optimize.
+    isotonic_regression`` (float64 inside), the result cast back to the input dtype (float32)
+    and clipped to [y_min, y_max] in place.  Calling SciPy directly skips scikit-learn's
+    parameter validation: 0.015 s instead of 0.14 s for the 1000 classes of ImageNet (measured);
+    the tests check bit-identity with ``IsotonicRegression``.
+    """
+    out = np.asarray(_scipy_isotonic_regression(y, weights=weight, increasing=True).x, dtype=y.dtype)
+    np.clip(out, 0.0, 1.0, out)
+    return out
 
 
 def _interp_f32(t: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -538,7 +565,7 @@ class _NLLObjective:
         self.n, self.k = n, k
         self.counts = np.bincount(labels, minlength=k).astype(np.float64)
         self.z_label = np.bincount(labels, weights=self.z[np.arange(n), labels], minlength=k)
-        self.zmax = float(np.abs(self.z).max())
+        self.zmax = float(max(self.z.max(), -self.z.min()))
         step = max(1, _BLOCK_ENTRIES // k)
         self.blocks = [(i, min(i + step, n)) for i in range(0, n, step)]
         self.workers = max(1, min(int(workers), len(self.blocks)))
@@ -597,20 +624,32 @@ class _NLLObjective:
             gb /= self.n
         return (lse - label_term) / self.n, gw, gb
 
-    def curvature(self):
-        """Diagonal Hessian blocks at w=1, b=0: ``mean_i p(1-p) z^2``, ``p(1-p) z``, ``p(1-p)`` per class."""
-        hww = np.zeros(self.k)
-        hwb = np.zeros(self.k)
+    def _curvature_block(self, r0: int, r1: int, w: np.ndarray, b: np.ndarray | None):
+        zb = self.z[r0:r1]
+        s = np.multiply(zb, w)
+        if b is not None:
+            s += b
+        q = _softmax64_inplace(s)
+        q -= q * q  # p (1 - p)
+        return q.sum(axis=0), np.einsum("ij,ij->j", q, zb), np.einsum("ij,ij,ij->j", q, zb, zb)
+
+    def curvature(self, w: np.ndarray, b: np.ndarray | None, pool: ThreadPoolExecutor | None = None):
+        """Diagonal Hessian blocks at (w, b), per class: ``mean_i q z^2``, ``mean_i q z``, ``mean_i q``.
+
+        ``q = p_ik (1 - p_ik)``: the 2x2 diagonal block of the Hessian of the mean NLL in
+        (w_k, b_k).  Same fixed blocks and fixed summation order as the objective.
+        """
+        if pool is None or len(self.blocks) == 1:
+            parts = [self._curvature_block(r0, r1, w, b) for r0, r1 in self.blocks]
+        else:
+            parts = list(pool.map(lambda blk: self._curvature_block(blk[0], blk[1], w, b), self.blocks))
         hbb = np.zeros(self.k)
-        for r0, r1 in self.blocks:
-            zb = self.z[r0:r1]
-            p = softmax(zb, "float64")
-            q = p * (1.0 - p)
-            hbb += q.sum(axis=0)
-            q *= zb
-            hwb += q.sum(axis=0)
-            q *= zb
-            hww += q.sum(axis=0)
+        hwb = np.zeros(self.k)
+        hww = np.zeros(self.k)
+        for part_bb, part_wb, part_ww in parts:
+            hbb += part_bb
+            hwb += part_wb
+            hww += part_ww
         return hww / self.n, hwb / self.n, hbb / self.n
 
 
@@ -621,16 +660,18 @@ def _run_lbfgs(theta0: np.ndarray, fun, settings: dict) -> tuple[np.ndarray, dic
     tolerance_change, history_size, line_search_fn).  torch stops when the max-abs gradient is
     <= tolerance_grad, when the loss or the step changes by less than tolerance_change, or at
     max_iter/max_eval.  Parameter vectors are small (< 32768 entries), so torch runs their
-    updates single-threaded: thread-count independent.  The returned diagnostics are evaluated
-    at the returned parameters (one extra evaluation, not counted in ``n_eval``).
+    updates single-threaded: thread-count independent.  The returned diagnostics (final loss,
+    gradient, stop reason) are those at the returned parameters.
     """
     param = torch.tensor(theta0, dtype=torch.float64, requires_grad=True)
     opt = torch.optim.LBFGS([param], **settings)
-
+    evaluated: dict[bytes, tuple] = {}  # theta -> (loss, grad) of every evaluation
     losses: list[float] = []
 
     def closure():
-        loss, grad = fun(param.detach().numpy().copy())
+        theta = param.detach().numpy().copy()
+        loss, grad = fun(theta)
+        evaluated[theta.tobytes()] = (loss, grad)
         losses.append(float(loss))
         param.grad = torch.from_numpy(np.ascontiguousarray(grad, dtype=np.float64))
         return torch.tensor(loss, dtype=torch.float64)
@@ -639,7 +680,9 @@ def _run_lbfgs(theta0: np.ndarray, fun, settings: dict) -> tuple[np.ndarray, dic
     initial_loss = losses[0]
     state = opt.state[param]
     theta = param.detach().numpy().copy()
-    final_loss, final_grad = fun(theta.copy())
+    # torch moves to exactly a point its line search evaluated (same x + t*d arithmetic), so its
+    # loss and gradient are on record; evaluate again only if not
+    final_loss, final_grad = evaluated.get(theta.tobytes()) or fun(theta.copy())
     grad_max = float(np.abs(final_grad).max())
     n_iter = int(state.get("n_iter", 0))
     n_eval = int(state.get("func_evals", 0))
@@ -686,7 +729,7 @@ class _ScalingCalibrator(Calibrator):
         """float64 softmax of the scaled float64 logits."""
         self._check_fitted()
         z = _check_logits(logits, self.n_classes_)
-        return softmax(self._scaled_logits(np.asarray(z, dtype=np.float64)), "float64")
+        return _softmax64_inplace(self._scaled_logits(z))
 
 
 class TemperatureScaling(_ScalingCalibrator):
@@ -720,6 +763,7 @@ class TemperatureScaling(_ScalingCalibrator):
         ones = np.ones(obj.k)
         pool = _pool(obj)
         try:
+
             def fun(theta):
                 a = np.exp(-theta[0])
                 loss, gw, _ = obj(ones * a, None, pool)
@@ -736,10 +780,15 @@ class TemperatureScaling(_ScalingCalibrator):
         return self
 
     def _scaled_logits(self, z):
-        return z * np.exp(-np.float64(self.log_temperature_))
+        # float64 product of the (exactly widened) logits, one new array
+        return np.multiply(z, np.exp(-np.float64(self.log_temperature_)), dtype=np.float64)
 
     def _params(self) -> dict:
-        return {"n_classes": self.n_classes_, "log_temperature": self.log_temperature_, "temperature": self.temperature_}
+        return {
+            "n_classes": self.n_classes_,
+            "log_temperature": self.log_temperature_,
+            "temperature": self.temperature_,
+        }
 
     def _set_params(self, params: dict) -> None:
         self.n_classes_ = int(params["n_classes"])
@@ -757,6 +806,8 @@ _VS_SETTINGS = {
     "history_size": 100,
     "line_search_fn": "strong_wolfe",
 }
+#: First, coarse stage: same but stops at max-abs gradient 1e-2 or loss change 1e-9.
+_VS_STAGE1_SETTINGS = {**_VS_SETTINGS, "tolerance_grad": 1e-2, "tolerance_change": 1e-9}
 #: Floor of the curvature used to scale the parameters (a class the model never ranks high
 #: has ~0 curvature; the floor bounds its scale factor at 1e4).
 _CURVATURE_FLOOR = 1e-8
@@ -765,71 +816,108 @@ _CURVATURE_FLOOR = 1e-8
 class VectorScaling(_ScalingCalibrator):
     """Vector scaling (Guo et al. 2017): ``softmax(w * z)`` with one weight per class.
 
-    Mean calibration NLL minimised from ``w = 1`` with ``torch.optim.LBFGS`` in float64,
-    ``line_search_fn="strong_wolfe"``, ``lr=1``, ``history_size=100``, stopping at max-abs
-    gradient <= 1e-9 or loss/step change < 1e-12 (cap: 1000 iterations, 1250 evaluations).
+    The mean calibration NLL is minimised from ``w = 1`` with ``torch.optim.LBFGS`` in float64
+    (``line_search_fn="strong_wolfe"``, ``lr=1``, ``history_size=100``), in two stages:
 
-    The optimiser sees rescaled coordinates ``u`` with ``w_k = 1 + u_k / sqrt(h_k)``, ``h_k`` the
-    diagonal of the Hessian at the start (``mean_i p_ik (1 - p_ik) z_ik^2``, floored at 1e-8):
-    a fixed linear change of variables, so the minimiser is the same, but L-BFGS's scalar
-    initial Hessian then fits all classes and it needs ~15x fewer evaluations at K=100-1000
-    (tight fits that would take minutes take seconds).  The gradient tolerance applies to
-    these coordinates, where the Hessian is ~identity, so it bounds the distance to the
-    optimum: probabilities are within ~1e-5 of the exact minimiser.  ``w`` is stored.
+    1. from ``w = 1``: stop at max-abs gradient <= 1e-2 or loss/step change < 1e-9;
+    2. from there: stop at max-abs gradient <= 1e-9 or loss/step change < 1e-12
+       (each stage capped at 1000 iterations / 1250 evaluations).
+
+    In each stage the optimiser sees rescaled coordinates ``u`` with ``w_k = w0_k + u_k /
+    sqrt(h_k)``, where ``w0`` is the stage's start and ``h_k`` the diagonal of the Hessian there
+    (``mean_i p_ik (1 - p_ik) z_ik^2``, floored at 1e-8).  These are fixed linear changes of
+    variables, so the minimiser is unchanged, but L-BFGS's scalar initial Hessian then fits
+    every class: the first stage makes most of the way, the second, re-scaled with the
+    curvature near the optimum, converges in a few steps.  Compared with plain L-BFGS on ``w``
+    this needs 15-25x fewer evaluations for the same tolerance at K=100-1000 (measured: 19
+    instead of 467 at K=1000), and the result is within ~1e-5 (probabilities) of a fully
+    converged fit, where plain L-BFGS with torch's default tolerances stops 1e-4 to 1e-3 away
+    on these flat optima.  The gradient tolerance applies to the
+    rescaled coordinates, where the Hessian is ~identity, so it bounds the distance to the
+    optimum.  ``diagnostics_`` records both stages.  ``w`` is stored.
     """
 
     method = "vector_scaling"
     LBFGS_SETTINGS: ClassVar[dict] = _VS_SETTINGS
+    STAGE1_SETTINGS: ClassVar[dict] = _VS_STAGE1_SETTINGS
     _bias: ClassVar[bool] = False
 
+    def _stage(self, obj, pool, w0, b0, settings):
+        """One preconditioned L-BFGS run started at (w0, b0); returns (w, b, info, (dL/dw, dL/db))."""
+        k = obj.k
+        grads: dict[bytes, tuple] = {}  # theta -> gradient in the original (w, b) coordinates
+        hww, hwb, hbb = obj.curvature(w0, b0, pool)
+        if self._bias:
+            # centred, decorrelated coordinates: s = w (z - mu) + const, i.e.
+            # w = w0 + sw u,  b = b0 + sb v - (w - w0) mu   (exactly (w0, b0) at u = v = 0)
+            hbb_ = np.maximum(hbb, _CURVATURE_FLOOR)
+            mu = hwb / hbb_
+            sw = 1.0 / np.sqrt(np.maximum(hww - hwb * mu, _CURVATURE_FLOOR))
+            sb = 1.0 / np.sqrt(hbb_)
+
+            def to_wb(theta):
+                dw = sw * theta[:k]
+                return w0 + dw, b0 + sb * theta[k:] - dw * mu
+
+            def fun(theta):
+                w, b = to_wb(theta)
+                loss, gw, gb = obj(w, b, pool)
+                grads[theta.tobytes()] = (gw, gb)
+                return loss, np.concatenate([sw * (gw - gb * mu), sb * gb])
+
+            theta0 = np.zeros(2 * k)
+        else:
+            sw = 1.0 / np.sqrt(np.maximum(hww, _CURVATURE_FLOOR))
+
+            def to_wb(theta):
+                return w0 + sw * theta, None
+
+            def fun(theta):
+                loss, gw, _ = obj(w0 + sw * theta, None, pool)
+                grads[theta.tobytes()] = (gw, None)
+                return loss, sw * gw
+
+            theta0 = np.zeros(k)
+        theta, info = _run_lbfgs(theta0, fun, dict(settings))
+        w, b = to_wb(theta)
+        return w, b, info, grads[theta.tobytes()]
+
     def fit(self, logits, labels) -> "VectorScaling":
-        """Minimise the calibration NLL over w (and b) from w = 1, b = 0."""
+        """Minimise the calibration NLL over w (and b) from w = 1, b = 0 (two preconditioned stages)."""
         obj = self._fit_common(logits, labels)
         k = obj.k
-        hww, hwb, hbb = obj.curvature()
         pool = _pool(obj)
         try:
-            if self._bias:
-                # centred, decorrelated coordinates: s = w (z - mu) + c, b = c - w mu
-                hbb_ = np.maximum(hbb, _CURVATURE_FLOOR)
-                mu = hwb / hbb_
-                sw = 1.0 / np.sqrt(np.maximum(hww - hwb * mu, _CURVATURE_FLOOR))
-                sb = 1.0 / np.sqrt(hbb_)
-
-                def to_wb(theta):
-                    w = 1.0 + sw * theta[:k]
-                    return w, (mu + sb * theta[k:]) - w * mu
-
-                def fun(theta):
-                    w, b = to_wb(theta)
-                    loss, gw, gb = obj(w, b, pool)
-                    return loss, np.concatenate([sw * (gw - gb * mu), sb * gb])
-
-                theta0 = np.zeros(2 * k)
-            else:
-                sw = 1.0 / np.sqrt(np.maximum(hww, _CURVATURE_FLOOR))
-
-                def to_wb(theta):
-                    return 1.0 + sw * theta, None
-
-                def fun(theta):
-                    loss, gw, _ = obj(1.0 + sw * theta, None, pool)
-                    return loss, sw * gw
-
-                theta0 = np.zeros(k)
-            theta, info = _run_lbfgs(theta0, fun, dict(self.LBFGS_SETTINGS))
-            w, b = to_wb(theta)
-            # convergence in the original parameters, for the record
-            _, gw, gb = obj(w, b, pool)
+            w, b = np.ones(k), (np.zeros(k) if self._bias else None)
+            w, b, first, _ = self._stage(obj, pool, w, b, self.STAGE1_SETTINGS)
+            w, b, info, (gw, gb) = self._stage(obj, pool, w, b, self.LBFGS_SETTINGS)
+            if b is not None:
+                # softmax is invariant to b + const: report the representative with sum(b) = 0
+                b = b - np.mean(b)
         finally:
             if pool is not None:
                 pool.shutdown()
-        info["parametrisation"] = (
-            "w = 1 + u/sqrt(h_ww), b = (mu + v/sqrt(h_bb)) - w*mu (centred, Hessian-diagonal scaled)"
-            if self._bias
-            else "w = 1 + u/sqrt(h_ww) (Hessian-diagonal scaled)"
-        )
-        info["grad_max_abs_wb"] = float(max(np.abs(gw).max(), 0.0 if gb is None else np.abs(gb).max()))
+        info = {
+            **info,
+            "n_iter": first["n_iter"] + info["n_iter"],
+            "n_eval": first["n_eval"] + info["n_eval"],
+            "initial_loss": first["initial_loss"],
+            "stages": [
+                {
+                    key: st[key]
+                    for key in ("n_iter", "n_eval", "final_loss", "final_grad_max_abs", "stop_reason", "settings")
+                }
+                for st in (first, info)
+            ],
+            "parametrisation": (
+                "per stage: w = w0 + u/sqrt(h_ww - h_wb mu), b = b0 + v/sqrt(h_bb) - (w - w0) mu,"
+                " mu = h_wb/h_bb (diagonal Hessian blocks at the stage start)"
+                if self._bias
+                else "per stage: w = w0 + u/sqrt(h_ww) (diagonal Hessian at the stage start)"
+            ),
+            # convergence in the original parameters, for the record
+            "grad_max_abs_wb": float(max(np.abs(gw).max(), 0.0 if gb is None else np.abs(gb).max())),
+        }
         self.n_classes_ = k
         self.weights_ = np.asarray(w, dtype=np.float64)
         if self._bias:
@@ -838,7 +926,7 @@ class VectorScaling(_ScalingCalibrator):
         return self
 
     def _scaled_logits(self, z):
-        s = z * self.weights_
+        s = np.multiply(z, self.weights_, dtype=np.float64)
         if self._bias:
             s += self.bias_
         return s
@@ -859,15 +947,17 @@ class VectorScaling(_ScalingCalibrator):
 class VectorScalingBias(VectorScaling):
     """Vector scaling with bias (Guo et al. 2017): ``softmax(w * z + b)``, per-class w and b.
 
-    Same optimiser and stopping rule as :class:`VectorScaling`, from ``w = 1, b = 0``.  The
-    coordinates are centred and scaled per class with the 2x2 diagonal Hessian block at the
-    start: ``s_ik = w_k (z_ik - mu_k) + c_k`` with ``mu_k = h_wb / h_bb`` (so the w and c
-    directions are uncorrelated), ``w_k = 1 + u_k / sqrt(h_ww - h_wb mu_k)``,
-    ``c_k = mu_k + v_k / sqrt(h_bb)`` and ``b_k = c_k - w_k mu_k``.  The NLL is invariant to
-    adding a constant to every ``b_k`` (a flat direction); the gradient is always orthogonal to
-    it, so from b = 0 the optimiser never moves along it.  The optimum is otherwise flat in
-    several directions, which is why this column's ECE/MCE depend on where an optimiser stops:
-    the tight stopping rule puts the probabilities within ~1e-5 of the exact minimiser.
+    Same optimiser, two stages and stopping rule as :class:`VectorScaling`, from ``w = 1,
+    b = 0``.  In each stage the coordinates are centred and scaled per class with the 2x2
+    diagonal Hessian block at the stage start (w0, b0): ``s_ik = w_k (z_ik - mu_k) + const``
+    with ``mu_k = h_wb / h_bb`` (so the w and b directions are uncorrelated),
+    ``w_k = w0_k + u_k / sqrt(h_ww - h_wb mu_k)`` and
+    ``b_k = b0_k + v_k / sqrt(h_bb) - (w_k - w0_k) mu_k``.  The NLL is invariant to
+    adding a constant to every ``b_k`` (an exactly flat direction, which these coordinates do
+    not keep fixed); the fitted ``b`` is reported mean-centred (``sum_k b_k = 0``), which changes
+    the probabilities by rounding only.  The optimum is also nearly flat in other directions,
+    which is why this column's ECE/MCE depend on where an optimiser stops: the tight stopping
+    rule puts the probabilities within ~1e-5 of the exact minimiser.
     """
 
     method = "vector_scaling_bias"

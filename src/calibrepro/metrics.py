@@ -72,6 +72,8 @@ def _check(probs, labels) -> tuple[np.ndarray, np.ndarray]:
     y = y.astype(np.int64, copy=False)
     if y.min() < 0 or y.max() >= p.shape[1]:
         raise ValueError(f"labels must lie in [0, {p.shape[1] - 1}]")
+    if not np.isfinite(p).all():
+        raise ValueError("probs contain NaN or infinite values")
     return p, y
 
 
@@ -103,7 +105,7 @@ def bin_index(values: np.ndarray, bins: int = 15) -> np.ndarray:
 
 
 def _top_label(p: np.ndarray, y: np.ndarray):
-    """Confidence ``max_k p_ik``, prediction ``argmax`` (lowest index on ties), correctness."""
+    """Confidence ``max_k p_ik``, correctness of the prediction ``argmax`` (lowest index on ties)."""
     pred = np.argmax(p, axis=1)
     conf = p[np.arange(p.shape[0]), pred]
     correct = (pred == y).astype(np.float64)
@@ -164,8 +166,12 @@ def accuracy(probs, labels, bins: int = 15) -> float:
 
     The thesis's Table 1 (printed in percent).  ``bins`` is ignored (uniform signature).
     """
-    p, y = _check(probs, labels)
-    return float(np.mean(np.argmax(p, axis=1) == y))
+    return _accuracy(*_check(probs, labels))
+
+
+def _accuracy(p, y, bins=15, top=None) -> float:
+    correct = (np.argmax(p, axis=1) == y) if top is None else top[1]
+    return float(np.mean(correct))
 
 
 def brier(probs, labels, bins: int = 15) -> float:
@@ -176,7 +182,10 @@ def brier(probs, labels, bins: int = 15) -> float:
     it lies in [0, 2].  Computed as ``sum_j a_ij^2 - a_iy^2 + (a_iy - 1)^2`` per row, which
     needs no (N, K) temporary.  ``bins`` is ignored.
     """
-    p, y = _check(probs, labels)
+    return _brier(*_check(probs, labels))
+
+
+def _brier(p, y, bins=15) -> float:
     sq = np.einsum("ij,ij->i", p, p)
     py = p[np.arange(p.shape[0]), y]
     return float(np.mean(sq - py * py + (py - 1.0) ** 2))
@@ -191,12 +200,18 @@ def nll(probs, labels, bins: int = 15) -> float:
     numpy reduction as scikit-learn, so the value agrees with old ``log_loss`` to the last bit.
     ``bins`` is ignored.
     """
-    p, y = _check(probs, labels)
+    return _nll(*_check(probs, labels))
+
+
+def _nll(p, y, bins=15) -> float:
     n, k = p.shape
     rowsum = np.empty(n, dtype=np.float64)
     step = max(1, _CHUNK_ELEMENTS // k)
+    buf = np.empty((min(step, n), k), dtype=np.float64)
     for start in range(0, n, step):  # chunks of rows: bounded memory, same per-row sums
-        rowsum[start : start + step] = np.clip(p[start : start + step], NLL_EPS, 1 - NLL_EPS).sum(axis=1)
+        chunk = p[start : start + step]
+        clipped = np.clip(chunk, NLL_EPS, 1 - NLL_EPS, out=buf[: chunk.shape[0]])
+        rowsum[start : start + step] = clipped.sum(axis=1)
     py = np.clip(p[np.arange(n), y], NLL_EPS, 1 - NLL_EPS)
     return float(np.mean(-np.log(py / rowsum)))
 
@@ -256,11 +271,12 @@ def _classwise_sums(p: np.ndarray, y: np.ndarray, bins: int):
     n, k = p.shape
     e1 = _edges(bins)[1]
     sums = np.zeros((k, bins), dtype=np.float64)
-    small = np.less_equal(p, e1)
-    sums[:, 0] = np.sum(p, axis=0, where=small)
-    rows, cols = np.nonzero(~small)
-    if rows.size:
-        vals = p[rows, cols]
+    big = np.greater(p, e1)
+    sums[:, 0] = np.sum(p, axis=0, where=~big)
+    where = np.flatnonzero(big)  # (much faster than a 2-D nonzero)
+    if where.size:
+        cols = where % k
+        vals = p.reshape(-1)[where]
         flat = cols * bins + bin_index(vals, bins)
         sums += np.bincount(flat, weights=vals, minlength=k * bins).reshape(k, bins)
     py = p[np.arange(n), y]
@@ -277,7 +293,10 @@ def classwise_ece(probs, labels, bins: int = 15) -> float:
     al. average over classes).  Since ``|B|/l * |A - C| = |sum 1(y=j) - sum p| / l``, the
     per-bin counts are not needed.  Fraction.
     """
-    p, y = _check(probs, labels)
+    return _classwise_ece(*_check(probs, labels), bins)
+
+
+def _classwise_ece(p, y, bins=15) -> float:
     sums, positives = _classwise_sums(p, y, bins)
     n, k = p.shape
     return float(np.sum(np.abs(positives - sums)) / n / k)
@@ -311,19 +330,23 @@ def compute_metrics(probs, labels, names: Sequence[str], bins: int = 15) -> dict
     top = None
     width = None
     mass = None
+    plain = {"brier": _brier, "nll": _nll, "classwise_ece": _classwise_ece}
     for name in names:
-        if name in ("ece", "mce", "ece_l2", "ece_equal_mass", "mce_equal_mass") and top is None:
+        if name in plain:
+            out[name] = plain[name](p, y, bins)
+            continue
+        if top is None:  # confidence and correctness of the top label, shared
             top = _top_label(p, y)
-        if name in ("ece", "mce", "ece_l2"):
+        if name == "accuracy":
+            out[name] = _accuracy(p, y, bins, top)
+        elif name in ("ece", "mce", "ece_l2"):
             if width is None:
                 width = _equal_width_stats(*top, bins)
             out[name] = {"ece": _ece_from, "mce": _mce_from, "ece_l2": _ece_l2_from}[name](width)
-        elif name in ("ece_equal_mass", "mce_equal_mass"):
+        else:  # ece_equal_mass, mce_equal_mass
             if mass is None:
                 mass = _equal_mass_stats(*top, bins)
             out[name] = (_ece_from if name == "ece_equal_mass" else _mce_from)(mass)
-        else:  # accuracy, brier, nll, classwise_ece: checked input is passed straight through
-            out[name] = METRICS[name](p, y, bins)
     return out
 
 
@@ -337,6 +360,6 @@ def reliability_bins(probs, labels, bins: int = 15) -> dict:
     """
     p, y = _check(probs, labels)
     count, conf_sum, acc_sum = _equal_width_stats(*_top_label(p, y), bins)
-    conf = [None if c == 0 else float(s / c) for c, s in zip(count, conf_sum)]
-    acc = [None if c == 0 else float(s / c) for c, s in zip(count, acc_sum)]
+    conf = [None if c == 0 else float(s / c) for c, s in zip(count, conf_sum, strict=True)]
+    acc = [None if c == 0 else float(s / c) for c, s in zip(count, acc_sum, strict=True)]
     return {"count": [int(c) for c in count], "confidence": conf, "accuracy": acc}

@@ -1,0 +1,425 @@
+"""Time fit + predict + all metrics of every calibrator on synthetic logits of the thesis's shapes.
+
+Run from the repository root::
+
+    .venv/bin/python benchmarks/bench_calibrators.py           # K = 10, 100, 1000
+    .venv/bin/python benchmarks/bench_calibrators.py --quick   # K = 10, 100 only (smoke run)
+
+Shapes (calibration + test samples): K=10 and K=100 with 5,000 + 5,000 (CIFAR), K=1000 with
+25,000 + 25,000 (ImageNet).  Logits are synthetic, from a fixed seed: Gaussian noise plus a
+boost of the true class, so the "network" is accurate and overconfident like the real ones.
+
+Where installed, netcal and torch-uncertainty run side by side on the same data: for every
+method both are timed (fit + predict), their result is compared with ours (a tolerance stated
+per method) and the ratio ours / theirs is printed (< 1 means ours is faster).  netcal's vector
+scaling + bias estimates its gradient by finite differences (2K+1 losses per step): it runs in a
+child process capped at ``--netcal-cap`` seconds (default 300) and is not run at K=1000, where
+it needs hours.  Known pitfalls handled here: netcal's TemperatureScaling silently returns T=1
+on float32 input (float64 is passed) and its ``.temperature`` is 1/T; its LogisticCalibration
+scales *log-probabilities*, so it is given ``exp(z - C)`` with one global constant C, whose log
+is the logits up to a constant -- which makes its model exactly vector scaling + bias of the
+logits (the constant is absorbed by the bias).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import multiprocessing as mp
+import os
+import platform
+import sys
+import time
+import warnings
+from importlib import metadata
+
+import numpy as np
+
+try:  # run from a checkout without installing the package
+    import calibrepro  # noqa: F401
+except ImportError:  # pragma: no cover
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
+
+import torch
+
+from calibrepro.calibrators import CALIBRATORS, make_calibrator, softmax
+from calibrepro.metrics import METRICS, compute_metrics, ece, mce, nll, reliability_bins
+
+SHAPES = [(10, 5000), (100, 5000), (1000, 25000)]  # (classes, samples per half)
+THESIS_MODELS = {10: 13, 100: 15, 1000: 4}  # appendix models per shape (CIFAR-10/100, ImageNet)
+SEED = 0
+
+
+def synthetic(k: int, n: int, seed: int = SEED):
+    """Calibration and test halves of overconfident synthetic logits (float32) with labels.
+
+    Gaussian noise (sd 1.5) plus a boost N(6 + 1.5 ln(K/10), 1.5) of one class, which is the
+    true class for 80 % of the samples and a random one otherwise: ~79 % accuracy and
+    overconfident (fitted temperatures 1.5-1.7) at every K, logits spanning < 36.
+    """
+    rng = np.random.default_rng([seed, k])
+
+    def half():
+        labels = rng.integers(0, k, n)
+        boosted = np.where(rng.uniform(size=n) < 0.2, rng.integers(0, k, n), labels)
+        logits = (rng.standard_normal((n, k)) * 1.5).astype(np.float32)
+        logits[np.arange(n), boosted] += rng.normal(6.0 + 1.5 * np.log(k / 10), 1.5, n).astype(np.float32)
+        return logits, labels
+
+    return half(), half()
+
+
+def version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def timed(fn, repeat: int = 1):
+    """``(result, seconds)``: the best of ``repeat`` runs (the result of the last one)."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - start)
+    return out, best
+
+
+# --------------------------------------------------------------------------------------------
+# ours
+# --------------------------------------------------------------------------------------------
+def run_ours(method, calib, test, repeat):
+    (zc, yc), (zt, yt) = calib, test
+    cal, t_fit = timed(lambda: make_calibrator(method).fit(zc, yc), repeat)
+    probs, t_pred = timed(lambda: cal.predict_proba(zt), repeat)
+
+    def all_metrics():
+        values = compute_metrics(probs, yt, list(METRICS))
+        reliability_bins(probs, yt)  # the pipeline also writes the reliability diagram data
+        return values
+
+    values, t_met = timed(all_metrics, repeat)
+    return {"cal": cal, "probs": probs, "metrics": values, "fit": t_fit, "predict": t_pred, "metric_time": t_met}
+
+
+# --------------------------------------------------------------------------------------------
+# netcal
+# --------------------------------------------------------------------------------------------
+def _netcal_vsb_child(xc, yc, xt, queue):
+    """Child process: netcal LogisticCalibration (vector scaling + bias), timed."""
+    warnings.filterwarnings("ignore")
+    from netcal.scaling import LogisticCalibration
+
+    start = time.perf_counter()
+    model = LogisticCalibration(temperature_only=False, method="mle").fit(xc, yc)
+    probs_c = model.transform(xc)
+    probs_t = model.transform(xt)
+    queue.put((time.perf_counter() - start, probs_c, probs_t))
+
+
+def netcal_vsb(calib, test, cap: float):
+    """netcal VS+bias on exp(z - C) in a child process; (seconds, probs_c, probs_t) or (None, ...)."""
+    (zc, yc), (zt, _) = calib, test
+    shift = float(max(zc.max(), zt.max())) + 1.0
+    xc = np.exp(zc.astype(np.float64) - shift)
+    xt = np.exp(zt.astype(np.float64) - shift)
+    note = ""
+    if min(xc.min(), xt.min()) <= np.finfo(np.float64).eps:
+        note = " (logit range > 36: netcal clips, results inexact)"
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_netcal_vsb_child, args=(xc, yc, xt, queue))
+    proc.start()
+    try:
+        out = queue.get(timeout=cap + 60)  # spawn + imports take a few seconds, not timed
+    except Exception:
+        out = None
+    proc.join(5)
+    if proc.is_alive():
+        proc.terminate()
+        proc.join()
+    if out is None or out[0] > cap:
+        return None, None, None, note
+    return out[0], out[1], out[2], note
+
+
+def run_netcal(method, calib, test, ours, cap, repeat):
+    """(seconds or None, same_result: bool|None, note) for netcal's version of ``method``."""
+    from netcal.binning import HistogramBinning, IsotonicRegression
+    from netcal.scaling import TemperatureScaling
+
+    (zc, yc), (zt, yt) = calib, test
+    k = zc.shape[1]
+    if method == "temperature_scaling":
+        pc, pt = softmax(zc, "float64"), softmax(zt, "float64")  # float32 input -> T=1 silently
+
+        def go():
+            model = TemperatureScaling(method="mle").fit(pc, yc)
+            return model, model.transform(pt)
+
+        (model, probs), secs = timed(go, repeat)
+        t_theirs = 1.0 / float(np.ravel(model.temperature)[0])  # netcal stores the weight 1/T
+        t_ours = ours["cal"].temperature_
+        d_nll = abs(nll(probs, yt) - ours["metrics"]["nll"])
+        same = abs(t_theirs / t_ours - 1) < 1e-3 and d_nll < 1e-4
+        return secs, same, f"T {t_theirs:.6f} vs {t_ours:.6f}, |dNLL| {d_nll:.1e}"
+    if method == "vector_scaling_bias":
+        if k >= 1000:
+            return None, None, "not run: finite-difference gradient over 2K params needs hours"
+        secs, probs_c, probs_t, note = netcal_vsb(calib, test, cap)
+        if secs is None:
+            return Capped(cap), None, f"stopped at the cap of {cap:.0f} s" + note
+        cal_theirs = nll(probs_c, yc)
+        cal_ours = ours["cal"].diagnostics_["final_loss"]
+        same = cal_theirs - cal_ours < 1e-4
+        return secs, same, f"calib NLL {cal_theirs:.6f} vs ours {cal_ours:.6f}" + note
+    if method in ("histogram_binning", "isotonic"):
+        pc, pt = softmax(zc), softmax(zt)
+        model_cls = (lambda: HistogramBinning(bins=15)) if method == "histogram_binning" else IsotonicRegression
+
+        def go():
+            out = model_cls().fit(pc, yc).transform(pt)
+            return out / out.sum(axis=1, keepdims=True)
+
+        probs, secs = timed(go, repeat)
+        diff = float(np.nanmax(np.abs(probs - ours["probs"])))
+        why = (
+            " (empty bins -> bin median)"
+            if method == "histogram_binning"
+            else " (netcal fits float64 inputs: other tie merging)"
+        )
+        return secs, diff < 1e-6, f"max|dp| {diff:.1e}" + ("" if diff < 1e-6 else why)
+    return None, None, "n/a (no such method)"
+
+
+def run_netcal_metrics(probs, labels, repeat):
+    from netcal.metrics import ECE, MCE
+
+    (values, secs) = timed(lambda: (ECE(bins=15).measure(probs, labels), MCE(bins=15).measure(probs, labels)), repeat)
+    same = abs(values[0] - ece(probs, labels)) < 1e-12 and abs(values[1] - mce(probs, labels)) < 1e-12
+    return secs, same, "ECE, MCE"
+
+
+# --------------------------------------------------------------------------------------------
+# torch-uncertainty
+# --------------------------------------------------------------------------------------------
+def run_tu(method, calib, test, ours, repeat):
+    from torch.utils.data import DataLoader, TensorDataset
+    from torch_uncertainty.post_processing import (
+        HistogramBinningScaler,
+        IsotonicRegressionScaler,
+        TemperatureScaler,
+        VectorScaler,
+    )
+
+    (zc, yc), (zt, _) = calib, test
+    k = zc.shape[1]
+    makers = {
+        "temperature_scaling": TemperatureScaler,
+        "vector_scaling": lambda: VectorScaler(num_classes=k),
+        "histogram_binning": lambda: HistogramBinningScaler(num_bins=15),
+        "isotonic": IsotonicRegressionScaler,
+    }
+    if method not in makers:
+        return None, None, "n/a (no such method)"
+    loader = DataLoader(TensorDataset(torch.from_numpy(zc), torch.from_numpy(yc)), batch_size=len(yc))
+
+    def go():
+        scaler = makers[method]()
+        scaler.fit(loader, progress=False)
+        with torch.no_grad():
+            out = torch.softmax(scaler(torch.from_numpy(zt)).double(), dim=1).numpy()
+        return scaler, out
+
+    (scaler, probs), secs = timed(go, repeat)
+    if method == "temperature_scaling":
+        t_theirs, t_ours = float(scaler.temperature[0]), ours["cal"].temperature_
+        same = abs(t_theirs / t_ours - 1) < 1e-3
+        return secs, same, f"T {t_theirs:.6f} vs {t_ours:.6f} (float32)"
+    if method == "vector_scaling":
+        with torch.no_grad():
+            pc = torch.softmax(scaler(torch.from_numpy(zc)).double(), dim=1).numpy()
+        cal_theirs, cal_ours = nll(pc, yc), ours["cal"].diagnostics_["final_loss"]
+        same = cal_theirs - cal_ours < 1e-4
+        return secs, same, f"calib NLL {cal_theirs:.6f} vs ours {cal_ours:.6f}"
+    # torch-uncertainty returns log(clamp(p, 1e-6, 1 - 1e-6)) as "logits": compare with ours seen the same way
+    ours_seen = softmax(np.log(np.clip(ours["probs"], 1e-6, 1 - 1e-6)), "float64")
+    diff = float(np.abs(probs - ours_seen).max())
+    why = " (empty bins -> bin centre)" if method == "histogram_binning" else ""
+    return secs, diff < 1e-6, f"max|dp| {diff:.1e} after their 1e-6 output clamp" + ("" if diff < 1e-6 else why)
+
+
+def run_tu_metrics(probs, labels, k, repeat):
+    from torch_uncertainty.metrics import AdaptiveCalibrationError, BrierScore, CalibrationError, CategoricalNLL
+    from torch_uncertainty.metrics.classification.calibration import ClasswiseCalibrationError
+
+    p, y = torch.from_numpy(probs), torch.from_numpy(labels)
+    makers = {
+        "ece": lambda: CalibrationError(task="multiclass", num_classes=k, num_bins=15),
+        "mce": lambda: CalibrationError(task="multiclass", num_classes=k, num_bins=15, norm="max"),
+        "ece_equal_mass": lambda: AdaptiveCalibrationError(task="multiclass", num_classes=k, num_bins=15),
+        "brier": lambda: BrierScore(num_classes=k),
+        "nll": CategoricalNLL,
+        "classwise_ece": lambda: ClasswiseCalibrationError(num_classes=k, num_bins=15),
+    }
+
+    def go():
+        out = {}
+        for name, make in makers.items():
+            metric = make()
+            metric.update(p, y)
+            out[name] = float(metric.compute())
+        return out
+
+    values, secs = timed(go, repeat)
+    ours = compute_metrics(probs, labels, list(values))
+    worst = max(abs(values[n] - ours[n]) / max(1.0, abs(ours[n])) for n in values)
+    return secs, worst < 1e-4, f"{len(values)} metrics, max rel. diff {worst:.1e} (float32)"
+
+
+# --------------------------------------------------------------------------------------------
+# main
+# --------------------------------------------------------------------------------------------
+class Capped(float):
+    """A competitor's time that is only a lower bound: its run was stopped at this many seconds."""
+
+
+def fmt(x, width=8):
+    if isinstance(x, Capped):
+        return f"{'>' + format(float(x), '.1f'):>{width}}"
+    return f"{x:{width}.3f}" if isinstance(x, float) else f"{'-':>{width}}"
+
+
+def ratio(ours, theirs):
+    if isinstance(theirs, Capped):
+        return f"{'<' + format(ours / theirs, '.4f'):>7}"
+    if not theirs:
+        return f"{'-':>7}"
+    r = ours / theirs
+    return f"{r:7.3f}" if r >= 0.001 else f"{r:7.1e}"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="only K=10 and K=100 (smoke run)")
+    parser.add_argument("--no-compare", action="store_true", help="skip netcal / torch-uncertainty")
+    parser.add_argument("--netcal-cap", type=float, default=300.0, help="seconds allowed to netcal's VS+bias")
+    parser.add_argument("--repeat", type=int, default=3, help="best of this many runs at K<=100 (K=1000: one run)")
+    args = parser.parse_args(argv)
+
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)  # torch-uncertainty logs "model is None" on every fit
+    shapes = SHAPES[:2] if args.quick else SHAPES
+    have = {
+        "netcal": version("netcal") if not args.no_compare else None,
+        "torch-uncertainty": version("torch-uncertainty") if not args.no_compare else None,
+    }
+    # one-time costs (first torch.optim.LBFGS imports torch._dynamo): not part of any method's time
+    (wc, wy), _ = synthetic(4, 50, seed=1)
+    _, warm = timed(lambda: [make_calibrator(m).fit(wc, wy).predict_proba(wc) for m in CALIBRATORS])
+    if have["torch-uncertainty"]:
+        try:
+            import torch_uncertainty.post_processing  # noqa: F401  (needs lightning[pytorch-extra])
+        except Exception as exc:  # pragma: no cover - depends on the environment
+            print(f"torch-uncertainty installed but not importable ({exc}); skipping it")
+            have["torch-uncertainty"] = None
+    print(
+        f"calibrepro benchmark  python {platform.python_version()}  numpy {np.__version__}  torch {torch.__version__}"
+        f"  threads {torch.get_num_threads()}  cpus {os.cpu_count()}"
+    )
+    for name, ver in have.items():
+        print(f"  {name}: {ver or 'not installed/skipped (pip install netcal torch-uncertainty)'}")
+
+    print(f"times in seconds: best of {args.repeat} runs at K<=100, one run at K=1000; ratio < 1: ours faster")
+    print("load average at start (other processes slow every timing down): %.2f %.2f %.2f" % os.getloadavg())
+    print(f"one-time warm-up (imports, first L-BFGS): {warm:.2f} s\n")
+
+    grand = 0.0
+    per_shape = {}
+    for k, n in shapes:
+        calib, test = synthetic(k, n)
+        rep = max(1, args.repeat) if k < 1000 else 1
+        print(f"=== K={k}: {n:,} calibration + {n:,} test samples ===")
+        header = (
+            f"{'method':22s} {'fit':>8s} {'predict':>8s} {'metrics':>8s} {'total':>8s}  {'netcal':>8s} {'ours/nc':>7s}"
+            f"  {'t-unc':>8s} {'ours/tu':>7s}"
+        )
+        print(header)
+        notes = []
+        checks = []
+        total = 0.0
+        ours_all = {}
+        for method in CALIBRATORS:
+            ours = run_ours(method, calib, test, rep)
+            ours_all[method] = ours
+            fp = ours["fit"] + ours["predict"]
+            row_total = fp + ours["metric_time"]
+            total += row_total
+            nc = tu = None
+            if have["netcal"]:
+                nc = run_netcal(method, calib, test, ours, args.netcal_cap, rep)
+            if have["torch-uncertainty"]:
+                tu = run_tu(method, calib, test, ours, rep)
+            print(
+                f"{method:22s} {fmt(ours['fit'])} {fmt(ours['predict'])} {fmt(ours['metric_time'])} {fmt(row_total)}"
+                f"  {fmt(nc[0] if nc else None)} {ratio(fp, nc[0] if nc else None)}"
+                f"  {fmt(tu[0] if tu else None)} {ratio(fp, tu[0] if tu else None)}"
+            )
+            for lib, res in (("netcal", nc), ("torch-uncertainty", tu)):
+                if res and res[2] and not res[2].startswith("n/a"):
+                    same = {True: "same result", False: "DIFFERENT", None: ""}[res[1]]
+                    notes.append(f"  {method} / {lib}: {res[2]}{'; ' + same if same else ''}")
+            same_result = [(res[0], lib) for lib, res in (("netcal", nc), ("t-unc", tu)) if res and res[1]]
+            if same_result:
+                secs, lib = min(same_result)
+                checks.append(f"{method} {fp / secs:.3f} ({lib})")
+            diag = ours["cal"].diagnostics_
+            if "n_eval" in diag:
+                notes.append(
+                    f"  {method} / ours: {diag['n_iter']} L-BFGS iterations, {diag['n_eval']} evaluations,"
+                    f" stop: {diag['stop_reason']}, calib NLL {diag['final_loss']:.6f}"
+                )
+        # metrics alone, on the uncalibrated probabilities; like for like: ours computes the same subset
+        probs = ours_all["uncalibrated"]["probs"]
+        yt = test[1]
+        _, ours_met = timed(lambda: (compute_metrics(probs, yt, list(METRICS)), reliability_bins(probs, yt)), rep)
+        print(f"{'metrics: all 9 + bins':22s} {'':8s} {'':8s} {fmt(ours_met)}")
+        if have["netcal"]:
+            _, ours_sub = timed(lambda: compute_metrics(probs, yt, ["ece", "mce"]), rep)
+            secs, same, what = run_netcal_metrics(probs, yt, rep)
+            label = "metrics: ECE, MCE"
+            print(f"{label:22s} {'':8s} {'':8s} {fmt(ours_sub)} {'':8s}  {fmt(secs)} {ratio(ours_sub, secs)}")
+            notes.append(f"  metrics / netcal: {what}; {'same values' if same else 'DIFFERENT'}")
+        if have["torch-uncertainty"]:
+            subset = ["ece", "mce", "ece_equal_mass", "brier", "nll", "classwise_ece"]
+            _, ours_sub = timed(lambda: compute_metrics(probs, yt, subset), rep)
+            secs, same, what = run_tu_metrics(probs, yt, k, rep)
+            print(
+                f"{'metrics: 6 of t-unc':22s} {'':8s} {'':8s} {fmt(ours_sub)} {'':8s}  {fmt(None)} {ratio(0, None)}"
+                f"  {fmt(secs)} {ratio(ours_sub, secs)}"
+            )
+            notes.append(f"  metrics / torch-uncertainty: {what}; {'same values' if same else 'DIFFERENT'}")
+        print(f"{'TOTAL (ours, 6 methods)':22s} {'':8s} {'':8s} {'':8s} {fmt(total)}")
+        if checks:
+            print("ours / fastest competitor with the same result (fit + predict): " + ", ".join(checks))
+        if notes:
+            print("notes:")
+            print("\n".join(notes))
+        print()
+        per_shape[k] = total
+        grand += total
+
+    print(f"grand total (ours, all shapes run): {grand:.2f} s")
+    print("load average at end: %.2f %.2f %.2f" % os.getloadavg())
+    if not args.quick:
+        estimate = sum(THESIS_MODELS[k] * per_shape[k] for k in THESIS_MODELS)
+        print(
+            f"thesis appendix estimate (13 x K=10 + 15 x K=100 + 4 x K=1000, 6 columns, all metrics,"
+            f" one process, serial): {estimate:.1f} s"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""Time the whole appendix from cached logits through Snakemake, at the thesis's shapes.
+
+Writes synthetic logits for 13 CIFAR-10-like (K=10, N=10,000), 15 CIFAR-100-like (K=100,
+N=10,000) and 4 ImageNet-like (K=1000, N=50,000) models as `source: logits` models, then runs
+the real workflow (local profile) twice: once to `results/metrics.csv` plus all tables (the
+appendix: six columns, all metrics, one seed), once more for the reliability diagrams.
+
+    .venv/bin/python benchmarks/bench_pipeline.py [--workdir DIR] [--cores 2] [--small]
+
+`--small` uses 2 + 2 + 1 models for a quick check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAPES = {"cifar10": (13, 10, 10_000), "cifar100": (15, 100, 10_000), "imagenet": (4, 1000, 50_000)}
+
+
+def write_logits(path: Path, k: int, n: int, seed: int) -> None:
+    """Overconfident synthetic logits: a correct-class margin drawn per sample, scaled up."""
+    rng = np.random.default_rng(seed)
+    labels = np.arange(n) % k
+    logits = rng.normal(size=(n, k)).astype(np.float32)
+    hit = rng.random(n) < 0.8
+    target = np.where(hit, labels, rng.integers(0, k, size=n))
+    logits[np.arange(n), target] += rng.gamma(4.0, 1.0, size=n).astype(np.float32)
+    np.savez(path, logits=logits * 2.5, labels=labels.astype(np.int64))
+
+
+def make_config(workdir: Path, small: bool) -> Path:
+    models = {}
+    for dataset, (count, k, n) in SHAPES.items():
+        count = min(count, 1 if k == 1000 else 2) if small else count
+        models[dataset] = {}
+        for index in range(count):
+            path = workdir / "logits" / dataset / f"model{index:02d}.npz"
+            if not path.exists():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_logits(path, k, n, seed=1000 * k + index)
+            models[dataset][f"model{index:02d}"] = {"source": "logits", "path": str(path)}
+    config = workdir / "bench.yaml"
+    config.write_text(yaml.safe_dump({"models": models}, sort_keys=False))
+    return config
+
+
+def snakemake(workdir: Path, config: Path, cores: int, *targets: str) -> float:
+    command = [
+        sys.executable, "-m", "snakemake", *targets,
+        "--snakefile", str(ROOT / "Snakefile"), "--directory", str(workdir),
+        "--profile", str(ROOT / "workflow" / "profiles" / "default"),
+        "--cores", str(cores), "--configfile", str(config), "--quiet", "all",
+    ]
+    start = time.perf_counter()
+    subprocess.run(command, check=True)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workdir", type=Path, default=None, help="keeps the synthetic logits between runs")
+    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--small", action="store_true")
+    args = parser.parse_args()
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="calibrepro-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = make_config(workdir, args.small)
+    metrics = yaml.safe_load(config.read_text())["models"]
+    count = sum(len(models) for models in metrics.values())
+    # Caching the logits (copying the .npz files) is not part of the appendix's work.
+    logits = [f"results/logits/{d}/{m}.npz" for d, models in metrics.items() for m in models]
+    snakemake(workdir, config, args.cores, *logits)
+    tables = [f"reports/tables/{metric}.{ext}" for metric in
+              ["accuracy", "brier", "ece", "mce", "nll", "classwise_ece", "ece_equal_mass", "mce_equal_mass", "ece_l2"]
+              for ext in ("md", "tex")]
+    appendix = snakemake(workdir, config, args.cores, "results/metrics.csv", *tables)
+    figures = snakemake(workdir, config, args.cores)
+    print(f"models: {count}; cores: {args.cores}; workdir: {workdir}")
+    print(f"appendix (split, 6 calibrators, all metrics, 9 tables) from cached logits: {appendix:.1f} s")
+    print(f"reliability diagrams and reproduction report after that: {figures:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
