@@ -10,6 +10,7 @@ installable packages the tests are skipped, loudly.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -19,6 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import matplotlib.image
 import numpy as np
 import pytest
 
@@ -35,18 +37,31 @@ SLURM_PROFILES = ("--profile", str(USER_PROFILE), "--profile", str(TEST_PROFILE)
 LOCAL_PROFILE = ("--profile", str(ROOT / "workflow" / "profiles" / "default"), "--cores", "2")
 TIMEOUT = int(os.environ.get("CALIBREPRO_SLURM_TIMEOUT", "600"))  # seconds per Snakemake run
 
-# Rules whose jobs must go through sbatch, and rules that must run in the submitting process.
+# Rules whose jobs must go through sbatch (fit_calibrator and evaluate bundled per model in the group
+# "calibrate" of the users' profile), and rules that must run in the submitting process.
 SLURM_RULES = {"logits", "split", "fit_calibrator", "evaluate"}
+SLURM_JOBS = {"logits", "split", "group calibrate"}
 LOCAL_RULES = {"metrics", "table", "reliability_figure", "named_figure", "reproduction"}
 
-SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+) \(log: (\S+)\)")
+SUBMITTED = re.compile(r"Job (\S+) has been submitted with SLURM jobid (\d+) \(log: (\S+)\)")  # group jobs: a UUID
 RUN_ID = re.compile(r"SLURM run ID: (\S+)")
+
+
+_CONFIG: pytest.Config | None = None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _remember_pytest_config(pytestconfig):
+    global _CONFIG
+    _CONFIG = pytestconfig
 
 
 def say(message: str) -> None:
     """Print past pytest's capture: the CI log must show what the Slurm test saw (or why it skipped)."""
-    sys.__stderr__.write(f"\n[slurm-test] {message}\n")
-    sys.__stderr__.flush()
+    capture = _CONFIG.pluginmanager.getplugin("capturemanager") if _CONFIG else None
+    with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+        sys.stderr.write(f"\n[slurm-test] {message}\n")
+        sys.stderr.flush()
 
 
 def skip_loudly(reason: str) -> None:
@@ -115,9 +130,9 @@ class Run:
     def tail(self, n: int = 6000) -> str:
         return self.output[-n:]
 
-    def submissions(self) -> list[tuple[int, int, str]]:
+    def submissions(self) -> list[tuple[str, int, str]]:
         """(Snakemake job id, Slurm job id, Slurm log) of every job that went through sbatch."""
-        return [(int(a), int(b), log) for a, b, log in SUBMITTED.findall(self.output)]
+        return [(job, int(slurm_job), log) for job, slurm_job, log in SUBMITTED.findall(self.output)]
 
     def run_id(self) -> str:
         found = RUN_ID.findall(self.output)
@@ -159,18 +174,22 @@ def run_snakemake(workdir: Path, *args: str, profiles=SLURM_PROFILES, timeout: i
             except subprocess.TimeoutExpired:
                 continue
         output, _ = process.communicate()
+        queue = subprocess.run(
+            ["squeue", "--states=all", "--format=%i %j %T %r %C %m"], capture_output=True, text=True, env=env, timeout=30
+        ).stdout
         run_ids = RUN_ID.findall(output)
         if run_ids:  # its Slurm jobs are not in the process group
             subprocess.run(["scancel", "--name", run_ids[-1]], env=env, timeout=30, check=False)
         pytest.fail(
-            f"Snakemake did not finish within {timeout} s and was killed; its output ends with:\n{output[-6000:]}",
+            f"Snakemake did not finish within {timeout} s and was killed. squeue:\n{queue}\n"
+            f"Snakemake's output ends with:\n{output[-6000:]}",
             pytrace=False,
         )
     return Run(process.returncode, output, time.monotonic() - started)
 
 
 def squeue_states(run_id: str) -> dict[int, str]:
-    """Slurm job id -> state of the jobs of one Snakemake run (finished ones stay for MinJobAge = 600 s)."""
+    """Slurm job id -> state of the jobs of one Snakemake run (finished ones stay for MinJobAge = 3600 s)."""
     result = subprocess.run(
         ["squeue", "--states=all", "--noheader", "--format=%i|%T", "--name", run_id],
         capture_output=True, text=True, env=dict(os.environ, SLURM_CONF=SLURM_CONF), timeout=30, check=True,
@@ -194,8 +213,11 @@ def slurmctld_submissions() -> set[int]:
 
 
 def rule_of(slurm_log: str) -> str:
-    """The rule (or group) a Slurm log belongs to: .snakemake/slurm_logs/rule_<rule>/<wildcards>/<id>.log."""
+    """The rule or group of a job, from its Slurm log: .snakemake/slurm_logs/rule_<rule>/<wildcards>/<id>.log
+    or .snakemake/slurm_logs/group_<group>_<its rules>/<id>.log."""
     part = next(p for p in Path(slurm_log).parts if p.startswith(("rule_", "group_")))
+    if part.startswith("group_calibrate_"):
+        return "group calibrate"
     return part.split("_", 1)[1]
 
 
@@ -230,14 +252,19 @@ def test_demo_runs_through_sbatch(slurm_run):
     submissions = run.submissions()
     jobs = sorted(slurm for _, slurm, _ in submissions)
     rules = {rule_of(log) for _, _, log in submissions}
-    say(f"demo through Slurm: {run.seconds:.1f} s wall, {len(jobs)} sbatch jobs, run {run_id}, job ids {jobs}")
-    for line in re.findall(r"^.*has been submitted with SLURM jobid.*$", run.output, flags=re.M):
-        say(line)
+    by_rule: dict[str, list[int]] = {}
+    for _, slurm_job, log in submissions:
+        by_rule.setdefault(rule_of(log), []).append(slurm_job)
+    say(
+        f"demo through Slurm: {run.seconds:.1f} s wall, {len(jobs)} jobs via sbatch (run {run_id}); Slurm job ids: "
+        + "; ".join(f"{rule} {sorted(ids)}" for rule, ids in by_rule.items())
+    )
+    say("\n".join(re.findall(r"^.*has been submitted with SLURM jobid.*$", run.output, flags=re.M)))
 
     assert submissions, f"no job went through sbatch:\n{run.tail()}"
     assert len(set(jobs)) == len(jobs)
-    assert SLURM_RULES <= rules | {"calibrate"}, rules
-    assert "logits" in rules and "split" in rules
+    assert rules == SLURM_JOBS, rules
+    assert len(by_rule["group calibrate"]) == 3  # one per model (one seed)
     assert not rules & LOCAL_RULES, f"localrules were submitted: {rules & LOCAL_RULES}"
     for rule in LOCAL_RULES:
         assert re.search(rf"^localrule {rule}:", run.output, flags=re.M), f"{rule} did not run locally"
@@ -248,10 +275,14 @@ def test_demo_runs_through_sbatch(slurm_run):
     assert squeue_states(run_id) == {job: "COMPLETED" for job in jobs}
     assert jobcomp_records(run_id) == {job: "COMPLETED" for job in jobs}
     # Every job's own Slurm log (kept by the test profile) shows Snakemake running that job on the node.
-    for snakemake_job, slurm_job, log in submissions:
+    for _, slurm_job, log in submissions:
         text = Path(log).read_text()
         assert Path(log).name == f"{slurm_job}.log"
-        assert "Finished jobid: 0" in text or "Finished job" in text, f"{log}:\n{text[-3000:]}"
+        assert "Finished jobid: 0" in text, f"{log}:\n{text[-3000:]}"
+        if rule_of(log) == "group calibrate":  # the six fits and the evaluation of one model
+            finished = re.findall(r"^Finished jobid: \d+ \(Rule: (\w+)\)", text, flags=re.M)
+            assert sorted(set(finished)) == ["evaluate", "fit_calibrator"], finished
+            assert finished.count("fit_calibrator") >= 6 and "evaluate" in finished, finished
 
 
 @pytest.mark.slurm
@@ -278,8 +309,6 @@ def test_slurm_outputs_equal_the_local_run(slurm_run, local_run):
             assert sorted(ours.files) == sorted(reference.files), name
             for key in reference.files:
                 assert np.array_equal(ours[key], reference[key]), f"{name}: array {key!r} differs"
-    import matplotlib.image
-
     for name in _relative_files(local_run, "reports/figures/**/*.png"):
         assert np.array_equal(matplotlib.image.imread(workdir / name), matplotlib.image.imread(local_run / name)), name
 
@@ -292,7 +321,7 @@ def test_failing_slurm_job_fails_the_run_naming_it(slurm_cluster, tmp_path):
     np.savez(tmp_path / "a.npz", logits=logits, labels=labels)
     config = write_config(tmp_path / "byo.yaml", {"models": {"mydata": {"net_a": {"source": "logits", "path": "a.npz"}}}})
 
-    run = run_snakemake(tmp_path, "--configfile", str(config), "results/metrics.csv")
+    run = run_snakemake(tmp_path, "results/metrics.csv", "--configfile", str(config))  # targets first: --configfile takes several values
 
     assert run.returncode != 0, run.tail()
     submissions = run.submissions()
@@ -308,20 +337,32 @@ def test_failing_slurm_job_fails_the_run_naming_it(slurm_cluster, tmp_path):
     log = (tmp_path / "results/logs/logits/mydata/net_a.log").read_text()
     assert "a.npz" in log and message in log
     assert message in run.output
+    assert message in Path(slurm_log).read_text()  # the job's Slurm log, kept because it failed
     assert not (tmp_path / "results/logits/mydata/net_a.npz").exists()
     assert squeue_states(run.run_id()) == {failed_job: "FAILED"}
     assert jobcomp_records(run.run_id()) == {failed_job: "FAILED"}
 
 
 def test_user_profile_sends_logits_to_the_gpu_partition(tmp_path):
-    """The users' profile as shipped (no cluster needed): GPU partition and GPU for logits, CPU for the rest."""
-    run = run_snakemake(tmp_path, "--dry-run", profiles=("--profile", str(USER_PROFILE)), timeout=300)
+    """The users' profile as shipped, on the thesis config (a dry run, no cluster needed): every logits job
+    on the GPU partition with the GPU, memory and time its model source asks for; the rest on the CPU
+    partition without a GPU."""
+    run = run_snakemake(
+        tmp_path, "--dry-run", "--configfile", str(ROOT / "config" / "thesis.yaml"),
+        profiles=("--profile", str(USER_PROFILE)), timeout=300,
+    )
     assert run.returncode == 0, run.tail()
-    resources = dict(re.findall(r"^rule (\w+):\n(?:    .*\n)*?    resources: (.*)$", run.output, flags=re.M))
+    # (members of a group job are printed indented, inside the group's block)
+    jobs = re.findall(r"^ *rule (\w+):\n(?: +.*\n)*? +resources: (.*)$", run.output, flags=re.M)
+    resources: dict[str, list[dict[str, str]]] = {}
+    for rule, listing in jobs:
+        resources.setdefault(rule, []).append(dict(item.split("=", 1) for item in listing.split(", ")))
     assert set(resources) >= SLURM_RULES | LOCAL_RULES, sorted(resources)
-    logits = resources["logits"]
-    for item in ("slurm_partition=gpu", "gpu=1", "cpus_per_gpu=8"):
-        assert item in logits.split(", "), logits
+    assert len(resources["logits"]) == 32
+    for job in resources["logits"]:
+        assert job["slurm_partition"] == "gpu" and job["gpu"] == "1", job
+        assert int(job["mem_mb"]) >= 4000 and int(job["runtime"]) >= 10, job
+    assert {job["runtime"] for job in resources["logits"]} > {"120"}  # per data set: ImageNet takes longest
     for rule in SLURM_RULES - {"logits"}:
-        assert "slurm_partition=cpu" in resources[rule].split(", "), (rule, resources[rule])
-        assert "gpu=1" not in resources[rule].split(", ")
+        for job in resources[rule]:
+            assert job["slurm_partition"] == "cpu" and job.get("gpu", "0") == "0", (rule, job)

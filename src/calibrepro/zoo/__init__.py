@@ -31,7 +31,10 @@ class Download:
     """One pinned file: where it comes from, its checksum, where it goes under the downloads dir."""
 
     url: str
-    checksum: str  # "sha256:<hex>", or "md5:<hex>" where the origin publishes only md5
+    # "sha256:<hex>"; "md5:<hex>" where the origin publishes only md5; "sha256-prefix:<hex>" where
+    # only the hash prefix in the file's name is known (torch.hub's convention); "unpinned:<why>"
+    # where nothing is published (see calibrepro.download.verify_checksum)
+    checksum: str
     path: str  # relative to the downloads directory, e.g. "weights/akamaster/resnet20-12fca82f.th"
 
 
