@@ -145,9 +145,14 @@ def table_paths():
 
 
 def check_sources():
-    """Fail before any job starts when a model whose logits are missing cannot be produced."""
+    """Fail before any job starts when a model whose logits this run must produce cannot be produced."""
+    pending = {
+        (job.wildcards.dataset, job.wildcards.model)
+        for job in workflow.dag.needrun_jobs()
+        if job.rule.name == "logits"
+    }
     for dataset, model in MODELS:
-        if not os.path.exists(logits_path(dataset, model)):
+        if (dataset, model) in pending:
             spec = config["models"][dataset][model]
             get_source(spec["source"]).check(dataset, model, spec, SETTINGS)
 
