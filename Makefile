@@ -23,7 +23,9 @@ test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet '.[bench]'
 	$(BIN)/python benchmarks/bench_calibrators.py
+	$(BIN)/python benchmarks/bench_pipeline.py
 
 clean:
 	rm -rf results reports .snakemake
