@@ -9,18 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from calibrepro.report.labels import METHOD_ORDER
 from calibrepro.report.metrics_file import MetricsFileError, read_metrics, summarise
 from calibrepro.report.tables import md_escape, render_table, tex_escape, write_table
 
 HEADER = ["dataset", "model", "method", "seed", "metric", "value"]
-METHODS = [
-    "uncalibrated",
-    "histogram_binning",
-    "isotonic",
-    "temperature_scaling",
-    "vector_scaling",
-    "vector_scaling_bias",
-]
+METHODS = list(METHOD_ORDER)
 
 # one row per (dataset, model): values per metric for the six methods, seed 0
 SINGLE = {

@@ -64,6 +64,11 @@ def test_demo_runs_end_to_end_and_reruns_byte_identical(tmp_path):
             assert (tmp_path / f"reports/figures/reliability/digits/{model}.{extension}").stat().st_size > 10_000
     assert (tmp_path / "reports/figures/figure_demo.png").is_file()
 
+    result = run_snakemake(tmp_path, "--report", "report.html")
+    assert result.returncode == 0, result.stderr[-3000:]
+    bundle = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert all(name in bundle for name in ("ece.md", "mlp_overconfident.png", "reproduction.md"))
+
     outputs = ["results/metrics.csv", *sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "reports/tables").iterdir())]
     first = {name: (tmp_path / name).read_bytes() for name in outputs}
     shutil.rmtree(tmp_path / "results")

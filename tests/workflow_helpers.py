@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_snakemake(workdir: Path, *args: str, profile: str = "default", timeout: int = 900):
-    """Run the project's Snakefile in ``workdir``; return the CompletedProcess (never raises on failure)."""
+    """Run the project's Snakefile in ``workdir``; return the CompletedProcess (fails the test on a time-out)."""
     command = [
         sys.executable, "-m", "snakemake",
         "--snakefile", str(ROOT / "Snakefile"),
@@ -22,7 +24,14 @@ def run_snakemake(workdir: Path, *args: str, profile: str = "default", timeout: 
         "--cores", "2",
         *args,
     ]
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)  # Snakemake and the jobs it started
+        stdout, stderr = process.communicate()
+        raise AssertionError(f"snakemake ran past {timeout} s; last output:\n{(stdout + stderr)[-3000:]}") from None
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
 def synthetic_logits(path: Path, n: int = 400, k: int = 4, seed: int = 0, labels=None, sharpness: float = 3.0):

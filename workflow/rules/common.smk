@@ -34,7 +34,6 @@ config.update(_validated)
 
 PYTHON = sys.executable  # shell rules run the library with the interpreter running Snakemake
 MODELS = model_keys(config)  # [(dataset, model)] in config order
-DATASETS = list(config["models"])
 SEEDS = config["split"]["seeds"]
 METHODS = config["calibrators"]
 METRICS = config["metrics"]
@@ -114,10 +113,6 @@ def split_source(wildcards):
     """The labels of a data set's split come from its alphabetically first model (all must agree)."""
     first = sorted(config["models"][wildcards.dataset])[0]
     return logits_path(wildcards.dataset, first)
-
-
-def calibrator_path(dataset, model, method, seed):
-    return f"results/calibrators/{dataset}/{model}/{method}/seed{seed}.json"
 
 
 def evaluation_paths(wildcards):
