@@ -210,9 +210,13 @@ def random_cifar(n: int, num_classes: int, seed: int = 0):
 
 
 def original_code_dir() -> Path | None:
-    """The folder named by ``CALIBREPRO_ORIGINAL_CODE_DIR``, or None when unset."""
+    """The folder named by ``CALIBREPRO_ORIGINAL_CODE_DIR``, else ``../shared/original_code`` beside the
+    checkout when it exists (where CI can be given the files), else None."""
     value = os.environ.get(ORIGINAL_CODE_ENV)
-    return Path(value) if value else None
+    if value:
+        return Path(value)
+    shared = Path(__file__).resolve().parents[2] / "shared" / "original_code"
+    return shared if shared.is_dir() else None
 
 
 def serve_original_code(server: FileServer, repo: str, commit: str) -> dict[str, str]:
@@ -223,8 +227,9 @@ def serve_original_code(server: FileServer, repo: str, commit: str) -> dict[str,
     root = original_code_dir()
     if root is None:
         pytest.skip(
-            f"{ORIGINAL_CODE_ENV} is not set: the original {repo} code files cannot be downloaded here; set it to a "
-            "folder laid out as <dir>/<owner>/<repo>/<files at the pinned commit> to run this test"
+            f"{ORIGINAL_CODE_ENV} is not set and ../shared/original_code is absent: the original {repo} code files "
+            "cannot be downloaded here; set it to a folder laid out as <dir>/<owner>/<repo>/<files at the pinned "
+            "commit> to run this test"
         )
     folder = root / repo
     if not folder.is_dir():
