@@ -10,9 +10,9 @@ from calibrepro.zoo.digits_training import digits_parts, train_and_predict
 SETTINGS = {"datasets": {"digits": {"evaluation_fraction": 0.5, "seed": 0}}, "downloads": {}, "inference": {}}
 
 
-def test_digits_parts_are_disjoint_stratified_halves():
+def test_digits_parts_are_stratified_halves_of_all_digits():
     x_train, y_train, x_eval, y_eval = digits_parts(0.5, seed=0)
-    assert (len(y_train), len(y_eval)) == (898, 899)
+    assert (len(y_train), len(y_eval)) == (898, 899)  # 1,797 digits in all
     assert x_train.dtype == np.float32 and x_train.max() <= 1.0 and x_train.min() >= 0.0
     assert np.all(np.abs(np.bincount(y_train) - np.bincount(y_eval)) <= 1)
 
