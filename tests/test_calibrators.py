@@ -9,11 +9,14 @@ import numpy as np
 import pytest
 import torch
 from scipy.optimize import minimize
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
 from sklearn.isotonic import IsotonicRegression
 
 from calibrepro import calibrators as C
 from calibrepro.calibrators import CALIBRATORS, calibrator_from_json, make_calibrator, softmax
-from calibrepro.metrics import nll
+from calibrepro.calibrators import isotonic as isotonic_module
+from calibrepro.metrics import bin_index, nll
 
 REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata" / "logits" / "chenyaofo" / "cifar10"
 METHODS = list(CALIBRATORS)
@@ -116,7 +119,7 @@ def test_refit_is_bit_identical(method, data10):
 def test_input_errors(method, data10):
     zc, yc, zt, _ = data10
     cal = make_calibrator(method)
-    with pytest.raises(RuntimeError, match="not fitted"):
+    with pytest.raises(NotFittedError, match="not fitted"):
         cal.predict_proba(zt)
     with pytest.raises(ValueError, match="lie in"):
         cal.fit(zc, np.full_like(yc, 10))
@@ -231,7 +234,7 @@ def test_histogram_binning_float32_edges_compare_exactly():
 
 
 def bin_of(value, bins=15):
-    return int(C.bin_index(np.array([value]), bins)[0])
+    return int(bin_index(np.array([value]), bins)[0])
 
 
 def test_all_zero_rows_become_uniform():
@@ -282,7 +285,7 @@ def test_isotonic_merges_float32_values_closer_than_1e6():
     base = np.float32(0.3)
     values = base + np.arange(40, dtype=np.float32) * np.float32(4e-7)
     s = np.sort(values)[None, :]
-    starts = C._unique_groups(s)
+    starts = isotonic_module._unique_groups(s)
     expected = [0]
     for i, v in enumerate(s[0]):
         if v - s[0][expected[-1]] >= np.float32(1e-6):
@@ -295,7 +298,7 @@ def test_isotonic_outputs_are_monotone_per_class(data10):
     cal = make_calibrator("isotonic").fit(zc, yc)
     grid = np.sort(np.random.default_rng(0).uniform(0, 1, 5000).astype(np.float32))
     for j in range(10):
-        out = C._interp_f32(grid, cal.x_thresholds_[j], cal.y_thresholds_[j])
+        out = isotonic_module._interp_f32(grid, cal.x_thresholds_[j], cal.y_thresholds_[j])
         assert (np.diff(out) >= 0).all(), j
         assert out.min() >= 0 and out.max() <= 1
 
@@ -429,3 +432,26 @@ def test_real_all_methods_valid(model):
     for method in METHODS:
         probs = make_calibrator(method).fit(z[:5000], y[:5000]).predict_proba(z[5000:])
         assert np.isfinite(probs).all() and np.allclose(probs.sum(1), 1, atol=1e-6), method
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_scikit_learn_estimator_conventions(method, data10):
+    """Hyperparameters through get_params/set_params, clone gives an unfitted twin that fits the same."""
+    zc, yc, zt, _ = data10
+    cal = make_calibrator(method, bins=10, unknown_option=1)  # options a method does not take are ignored
+    params = cal.get_params()
+    assert params == ({"bins": 10} if method == "histogram_binning" else {})
+    twin = clone(cal)
+    assert twin.get_params() == params and not hasattr(twin, "n_classes_")
+    cal.fit(zc, yc)
+    assert cal.to_json()["hyperparameters"] == params
+    assert clone(cal).fit(zc, yc).predict_proba(zt).tobytes() == cal.predict_proba(zt).tobytes()
+
+
+def test_registry_declares_each_method_once():
+    """The registry key is the class's ``method``; every class names itself in both report languages."""
+    for method, cls in CALIBRATORS.items():
+        assert cls.method == method
+        assert set(cls.display_names) == {"ru", "en"} and cls.reference
+    with pytest.raises(C.UnknownCalibratorError, match="unknown calibration method 'platt'; known: uncalibrated"):
+        make_calibrator("platt")

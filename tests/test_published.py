@@ -32,7 +32,7 @@ def test_count_is_5_tables_x_32_rows_x_6_methods(thesis):
     for table, cells in thesis.groupby("table", sort=False):
         assert len(cells) == 192
         assert cells.groupby(["dataset", "model"], sort=False).ngroups == 32
-        assert sorted(cells["method"].unique()) == sorted(METHOD_ORDER)
+        assert list(cells["method"].unique()) == list(METHOD_ORDER[:6])  # the thesis's six, in its order
     rows = thesis.groupby(["dataset", "model"], sort=False).ngroups
     assert rows == 32
     counts = thesis.drop_duplicates(["dataset", "model"]).groupby("dataset", sort=False).size().to_dict()

@@ -18,36 +18,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from calibrepro.calibrators import CALIBRATORS
+
 LANGUAGES = ("ru", "en")
 
-#: the six methods of the thesis, in its column order
-METHOD_ORDER = (
-    "uncalibrated",
-    "histogram_binning",
-    "isotonic",
-    "temperature_scaling",
-    "vector_scaling",
-    "vector_scaling_bias",
-)
-
-METHOD_NAMES = {
-    "ru": {
-        "uncalibrated": "До калибровки",
-        "histogram_binning": "Hist-binning",
-        "isotonic": "Isotonic",
-        "temperature_scaling": "T-scaling",
-        "vector_scaling": "V-scaling",
-        "vector_scaling_bias": "V-scaling + bias",
-    },
-    "en": {
-        "uncalibrated": "Uncalibrated",
-        "histogram_binning": "Hist. binning",
-        "isotonic": "Isotonic",
-        "temperature_scaling": "T-scaling",
-        "vector_scaling": "V-scaling",
-        "vector_scaling_bias": "V-scaling + bias",
-    },
-}
+#: method keys in column order: the registry's order (the thesis's six first)
+METHOD_ORDER = tuple(CALIBRATORS)
 
 #: where a long header may break onto a second line in LaTeX (keeps the 8-column table narrow)
 _HEADER_BREAKS = {
@@ -189,8 +165,10 @@ def metric_spec(metric: str) -> MetricSpec:
 
 
 def method_name(method: str, language: str) -> str:
-    """Display name of a method key (the key itself when unknown)."""
-    return METHOD_NAMES[check_language(language)].get(method, method)
+    """Display name of a method key (its calibrator's ``display_names``; the key itself when unknown)."""
+    language = check_language(language)
+    cls = CALIBRATORS.get(method)
+    return cls.display_names.get(language, method) if cls is not None else method
 
 
 def header_lines(name: str) -> tuple[str, ...]:
