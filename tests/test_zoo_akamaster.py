@@ -52,7 +52,7 @@ def test_option_a_shortcut_subsamples_and_pads_with_zeros():
 
 
 def test_pins():
-    for name, (_, filename, checksum) in akamaster.MODELS.items():
+    for name, (_, filename, checksum, _) in akamaster.MODELS.items():
         pin = akamaster.PINS[("cifar10", name)]
         assert pin.weights.url == (
             f"https://raw.githubusercontent.com/akamaster/pytorch_resnet_cifar10/{akamaster.COMMIT}/pretrained_models/{filename}"
