@@ -145,6 +145,7 @@ def test_cache_logits_on_image_files(tmp_path, monkeypatch):
     np.testing.assert_allclose(archive.logits, expected, rtol=1e-4, atol=1e-4)
     assert np.array_equal(archive.labels, labels)
     assert archive.metadata["architecture"] == "mobilenetv2_120d.ra_in1k"
+    assert (archive.metadata["licence"], archive.metadata["published_top1_percent"]) == ("Apache-2.0", 77.328)
     assert archive.metadata["environment"]["timm"] == timm.__version__
 
 

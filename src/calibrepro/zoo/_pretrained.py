@@ -225,6 +225,8 @@ class PretrainedSource(Source):
             "weights": self.weights_metadata(pin, weights),
             "code": [{"url": item.url, "pin": item.checksum} for item in pin.code],
             "preprocessing": pin.preprocessing,
+            "licence": pin.licence,
+            "published_top1_percent": pin.published_top1,
             "num_samples": int(len(labels)),
             "top1_accuracy": float(np.mean(logits.argmax(axis=1) == labels)),
             "inference": {**settings, "amp": bool(settings["amp"]) and device.type == "cuda"},
