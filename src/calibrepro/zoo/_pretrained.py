@@ -5,8 +5,9 @@ URL and checksum, the licence, the top-1 accuracy the source publishes, the orig
 the architecture comes from the original repository), the architecture's entry point, the
 preprocessing and, where a model needs more than its source's usual job, its own scheduler
 resources. :class:`PretrainedSource` turns a pin into downloads, early checks, scheduler resources
-and, in :meth:`PretrainedSource.cache_logits`, a logits archive. A subclass implements only :meth:`PretrainedSource.build` (a network from the local
-files) and, for ImageNet, the eval transform.
+and, in :meth:`PretrainedSource.cache_logits`, a logits archive. A subclass implements only
+:meth:`PretrainedSource.build` (a network from the local files) and, for ImageNet, the eval
+transform.
 """
 
 from __future__ import annotations

@@ -29,7 +29,6 @@ class CatalogueRow:
     licence: str
     published_top1: float | None  # %, None where the source publishes none
     checksum: str  # the weights' checksum form: sha256, sha256-prefix, unpinned
-    url: str  # the weights' URL
 
 
 def _natural(name: str) -> list:
@@ -55,7 +54,6 @@ def catalogue(source: str | None = None, dataset: str | None = None) -> list[Cat
                     licence=pin.licence,
                     published_top1=pin.published_top1,
                     checksum=parse_checksum(pin.weights.checksum)[0],
-                    url=pin.weights.url,
                 )
             )
     return rows
@@ -80,14 +78,7 @@ def catalogue_table(rows: list[CatalogueRow]) -> str:
     return markdown_table(
         ["source", "data set", "model", "licence", "published top-1 (%)", "weights pinned by"],
         [
-            [
-                row.source,
-                row.dataset,
-                row.model,
-                row.licence,
-                _percent(row.published_top1),
-                row.checksum,
-            ]
+            [row.source, row.dataset, row.model, row.licence, _percent(row.published_top1), row.checksum]
             for row in rows
         ],
     )
@@ -105,9 +96,9 @@ def resources_table() -> str:
         for dataset in source.supported_datasets:
             usual = source.RESOURCES[dataset]
             own = [
-                [name, dataset, model, _job(pin.resources["gpu"]), _job(pin.resources["cpu"])]
+                [name, dataset, model, _job(job["gpu"]), _job(job["cpu"])]
                 for (pin_dataset, model), pin in sorted(source.PINS.items(), key=lambda item: _natural(item[0][1]))
-                if pin_dataset == dataset and pin.resources and pin.resources != usual
+                if pin_dataset == dataset and (job := source.job_resources(pin)) != usual
             ]
             others = "every other model" if own else "every model"
             rows += [*own, [name, dataset, others, _job(usual["gpu"]), _job(usual["cpu"])]]
