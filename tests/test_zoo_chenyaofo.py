@@ -64,9 +64,10 @@ def test_downloads_and_checks():
         source.check("cifar100", "resnet18", {"source": "chenyaofo"}, SETTINGS)
     with pytest.raises(ModelSourceError, match="no models for data set 'imagenet'; it provides models for cifar10, cifar100"):
         source.check("imagenet", "resnet20", {"source": "chenyaofo"}, SETTINGS)
-    resources = source.resources("cifar100", SETTINGS)
+    resources = source.resources("cifar100", "resnet20", {"source": "chenyaofo"}, SETTINGS)
     assert resources["gpu"] == 0 and resources["runtime"] >= 10
-    assert source.resources("cifar100", {**SETTINGS, "inference": {"device": "auto", "workers": 2}})["gpu"] == 1
+    on_gpu = {**SETTINGS, "inference": {"device": "auto", "workers": 2}}
+    assert source.resources("cifar100", "resnet20", {"source": "chenyaofo"}, on_gpu)["gpu"] == 1
 
 
 @pytest.fixture

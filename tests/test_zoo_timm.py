@@ -47,6 +47,7 @@ def test_pins_are_the_2021_weights_under_their_timm_tags():
         assert installed is not None, f"timm {timm.__version__} does not know {tag}"
         if installed.url:  # timm >= 0.9 serves some tags from the HF hub only
             assert installed.url == url
+        assert pin.licence.lower() == installed.license  # the licence timm states for these weights
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -144,6 +145,7 @@ def test_cache_logits_on_image_files(tmp_path, monkeypatch):
     np.testing.assert_allclose(archive.logits, expected, rtol=1e-4, atol=1e-4)
     assert np.array_equal(archive.labels, labels)
     assert archive.metadata["architecture"] == "mobilenetv2_120d.ra_in1k"
+    assert (archive.metadata["licence"], archive.metadata["published_top1_percent"]) == ("Apache-2.0", 77.328)
     assert archive.metadata["environment"]["timm"] == timm.__version__
 
 
@@ -161,9 +163,21 @@ def test_check_fails_early_without_imagenet_and_for_unknown_names(tmp_path, monk
         source.check("imagenet", "repvgg_b3", {"source": "timm"}, settings)
     with pytest.raises(ModelSourceError, match="no imagenet model named 'resnet50'"):
         source.check("imagenet", "resnet50", {"source": "timm"}, SETTINGS)
-    assert source.resources("imagenet", SETTINGS)["gpu"] == 0
-    assert source.resources("imagenet", {**SETTINGS, "inference": {"device": "cuda", "workers": 8}}) == {
+
+
+
+def test_resources_are_per_model():
+    """tf_efficientnet_b8 at 672 px asks for its own job; the 224-px models for far less time."""
+    source = get_source("timm")
+    on_gpu = {**SETTINGS, "inference": {"device": "cuda", "workers": 8}}
+    spec = {"source": "timm"}
+    assert source.resources("imagenet", "repvgg_b3", spec, SETTINGS)["gpu"] == 0
+    assert source.resources("imagenet", "tf_efficientnet_b8", spec, on_gpu) == {
         "threads": 9, "gpu": 1, "mem_mb": 16000, "runtime": 120}
+    assert source.resources("imagenet", "b8", {"source": "timm", "name": "tf_efficientnet_b8"}, SETTINGS)["runtime"] == 2880
+    for model in ("mobilenetv2_120d", "repvgg_b3", "vgg19_bn"):
+        assert source.resources("imagenet", model, spec, on_gpu) == {"threads": 9, "gpu": 1, "mem_mb": 8000, "runtime": 30}
+        assert source.resources("imagenet", model, spec, SETTINGS)["runtime"] == 720
 
 
 _LAYOUT_SCRIPT = textwrap.dedent(

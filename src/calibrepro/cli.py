@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from calibrepro.io import LogitsFileError, load_logits
-from calibrepro.zoo import LogitsRequest, get_source
+from calibrepro.zoo import PRETRAINED_SOURCES, LogitsRequest, get_source
 
 
 def _logits(args: argparse.Namespace) -> int:
@@ -32,6 +32,19 @@ def _check_logits(args: argparse.Namespace) -> int:
     return status
 
 
+def _models(args: argparse.Namespace) -> int:
+    from calibrepro.zoo.catalogue import catalogue, catalogue_table
+
+    rows = catalogue(source=args.source, dataset=args.dataset)
+    if not rows:
+        known = sorted({row.dataset for row in catalogue(source=args.source)})
+        of = f" of source {args.source}" if args.source else ""
+        print(f"error: no pinned model{of} for data set {args.dataset!r}; data sets: {', '.join(known)}", file=sys.stderr)
+        return 1
+    print(catalogue_table(rows), end="")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="calibrepro", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -44,6 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check-logits", help="validate .npz files for `source: logits` models")
     check.add_argument("files", nargs="+")
     check.set_defaults(handler=_check_logits)
+
+    models = commands.add_parser("models", help="list the pinned pretrained models: source, licence, published top-1")
+    models.add_argument("--source", choices=PRETRAINED_SOURCES, help="only this source's models")
+    models.add_argument("--dataset", help="only the models of this data set (e.g. cifar100)")
+    models.set_defaults(handler=_models)
     return parser
 
 

@@ -8,14 +8,40 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from calibrepro.zoo import PRETRAINED_SOURCES, SOURCES
+
 
 class ConfigError(ValueError):
     """The configuration is invalid; the message names the key and how to fix it."""
 
 
+#: the registries a schema may take an enum from (``x-enum-from: <name>``)
+REGISTRIES = {"calibrepro.zoo.SOURCES": SOURCES, "calibrepro.zoo.PRETRAINED_SOURCES": PRETRAINED_SOURCES}
+
+
 def load_schema(path: str | Path) -> dict:
-    """Read the YAML/JSON schema file."""
-    return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    """Read the YAML/JSON schema file, with every ``x-enum-from`` filled from its registry.
+
+    The model sources are registered once, in :mod:`calibrepro.zoo`; the schema names the registry
+    instead of repeating the list, so that a config is validated against exactly the sources the
+    pipeline can run.
+    """
+    return _fill_enums(yaml.safe_load(Path(path).read_text(encoding="utf-8")), str(path))
+
+
+def _fill_enums(node, where: str):
+    """Replace ``{"x-enum-from": name}`` by ``{"enum": [names in the registry]}``, recursively."""
+    if isinstance(node, list):
+        return [_fill_enums(item, where) for item in node]
+    if not isinstance(node, dict):
+        return node
+    filled = {key: _fill_enums(value, where) for key, value in node.items() if key != "x-enum-from"}
+    if "x-enum-from" in node:
+        name = node["x-enum-from"]
+        if name not in REGISTRIES:
+            raise ValueError(f"{where}: x-enum-from: {name!r} is not one of {', '.join(REGISTRIES)}")
+        filled["enum"] = list(REGISTRIES[name])
+    return filled
 
 
 def _resolve(schema: dict, root: dict) -> dict:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from calibrepro.zoo import Download
+from calibrepro.download import Download
 
 
 class DatasetError(ValueError):

@@ -1,6 +1,6 @@
 """Pinned downloads: fetch a URL to a file, verify its checksum, never leave a partial file.
 
-Every file the pipeline downloads is a :class:`calibrepro.zoo.Download`: a URL, a checksum and a
+Every file the pipeline downloads is a :class:`Download`: a URL, a checksum and a
 path under the downloads directory. :func:`fetch` streams the URL to a temporary file beside the
 destination, verifies the checksum and only then renames it onto the destination; a failed
 transfer or a wrong checksum deletes the temporary file and raises an error naming the URL.
@@ -40,12 +40,20 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 from http.client import HTTPException
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping
 
-if TYPE_CHECKING:  # pragma: no cover
-    from calibrepro.zoo import Download
+
+@dataclass(frozen=True)
+class Download:
+    """One pinned file: where it comes from, its checksum, where it goes under the downloads dir."""
+
+    url: str
+    checksum: str  # one of the forms above, e.g. "sha256:<hex>"; checked by :func:`parse_checksum`
+    path: str  # relative to the downloads directory, e.g. "weights/akamaster/resnet20-12fca82f.th"
+
 
 _logger = logging.getLogger(__name__)
 

@@ -85,7 +85,9 @@ def logits_path(dataset, model):
 
 
 def logits_resources(wildcards):
-    return source_of(wildcards).resources(wildcards.dataset, SETTINGS)
+    return source_of(wildcards).resources(
+        wildcards.dataset, wildcards.model, model_spec(wildcards), SETTINGS
+    )
 
 
 def logits_inputs(wildcards):

@@ -3,8 +3,9 @@
 A model entry of the config names its ``source``; the source says which files must be
 downloaded first (pinned URL + checksum) and writes the model's logits archive
 ``results/logits/{dataset}/{model}.npz``. Each source lives in its own module and is
-registered in :data:`SOURCES`; adding a model family means adding one module and one line
-here (see the README's "Adding a model family").
+registered in :data:`SOURCES` (the config schema's ``source`` enum is filled from it, see
+:func:`calibrepro.config.load_schema`); adding a model family means adding one module and one
+line here (see "Adding a model family" in docs/model-sources.md).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from calibrepro.download import Download
+
 #: source name -> "module:class"; modules are imported on first use only.
 SOURCES: dict[str, str] = {
     "logits": "calibrepro.zoo.byo:BringYourOwnLogits",
@@ -24,18 +27,10 @@ SOURCES: dict[str, str] = {
     "huyvnphan": "calibrepro.zoo.huyvnphan:HuyvnphanSource",
     "timm": "calibrepro.zoo.timm_models:TimmSource",
 }
-
-
-@dataclass(frozen=True)
-class Download:
-    """One pinned file: where it comes from, its checksum, where it goes under the downloads dir."""
-
-    url: str
-    # "sha256:<hex>"; "md5:<hex>" where the origin publishes only md5; "sha256-prefix:<hex>" where
-    # only the hash prefix in the file's name is known (torch.hub's convention); "unpinned:<why>"
-    # where nothing is published (see calibrepro.download.verify_checksum)
-    checksum: str
-    path: str  # relative to the downloads directory, e.g. "weights/akamaster/resnet20-12fca82f.th"
+#: the sources of pinned pretrained networks (subclasses of ``_pretrained.PretrainedSource``): they
+#: take the model-entry options ``name`` and ``batch_size``, and ``calibrepro models`` lists their pins.
+#: Kept here as names so that validating a config never imports torch.
+PRETRAINED_SOURCES: tuple[str, ...] = ("akamaster", "chenyaofo", "huyvnphan", "timm")
 
 
 @dataclass
@@ -73,8 +68,8 @@ class Source(ABC):
         """Files (weights, data sets, code archives) to fetch before :meth:`cache_logits`."""
         return []
 
-    def resources(self, dataset: str, config: dict) -> dict:
-        """Scheduler resources of one logits job: threads, gpu, mem_mb, runtime (minutes)."""
+    def resources(self, dataset: str, model: str, spec: dict, config: dict) -> dict:
+        """Scheduler resources of one model's logits job: threads, gpu, mem_mb, runtime (minutes)."""
         return {"threads": 1, "gpu": 0, "mem_mb": 2000, "runtime": 10}
 
     def check(self, dataset: str, model: str, spec: dict, config: dict) -> None:

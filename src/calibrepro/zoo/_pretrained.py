@@ -1,11 +1,13 @@
 """What the pretrained model sources (akamaster, chenyaofo, huyvnphan, timm) have in common.
 
 A source module holds its pins as data: one :class:`Pin` per (data set, model) with the weights'
-URL and checksum, the original code files (if the architecture comes from the original repository),
-the architecture's entry point and the preprocessing. :class:`PretrainedSource` turns a pin into
-downloads, early checks, scheduler resources and, in :meth:`PretrainedSource.cache_logits`, a
-logits archive. A subclass implements only :meth:`PretrainedSource.build` (a network from the local
-files) and, for ImageNet, the eval transform.
+URL and checksum, the licence, the top-1 accuracy the source publishes, the original code files (if
+the architecture comes from the original repository), the architecture's entry point, the
+preprocessing and, where a model needs more than its source's usual job, its own scheduler
+resources. :class:`PretrainedSource` turns a pin into downloads, early checks, scheduler resources
+and, in :meth:`PretrainedSource.cache_logits`, a logits archive. A subclass implements only
+:meth:`PretrainedSource.build` (a network from the local files) and, for ImageNet, the eval
+transform.
 """
 
 from __future__ import annotations
@@ -17,10 +19,13 @@ from typing import ClassVar, Mapping
 import numpy as np
 
 from calibrepro import datasets
-from calibrepro.download import parse_checksum, sha256_of
+from calibrepro.download import Download, parse_checksum, sha256_of
 from calibrepro.inference import environment, inference_settings, predict, select_device
 from calibrepro.io import save_logits
-from calibrepro.zoo import Download, LogitsRequest, Source
+from calibrepro.zoo import LogitsRequest, Source
+
+#: {"gpu" | "cpu": {"mem_mb": ..., "runtime": minutes}}: one logits job on a GPU node or on CPUs only
+JobResources = Mapping[str, Mapping[str, int]]
 
 
 class ModelSourceError(ValueError):
@@ -34,12 +39,16 @@ class Pin:
     dataset: str  # data set it was trained for and is evaluated on
     name: str  # the model's name in its source
     architecture: str  # entry point: hub function, builder name or timm "name.tag"
-    weights: Download  # the pinned weights file
+    weights: Download  # the pinned weights file: URL, checksum, local path
     num_classes: int
     preprocessing: dict  # mean/std (+ input size, crop_pct, interpolation for ImageNet)
+    licence: str  # SPDX identifier of the weights' licence, as their publisher states it
+    published_top1: float | None = None  # top-1 accuracy (%) on the evaluation set, as published
+    published_in: str = ""  # where published_top1 is printed (document at a version)
     code: tuple[Download, ...] = ()  # original model definitions, fetched at the pinned commit
     member: str | None = None  # the weights inside an archive (huyvnphan's state_dicts.zip)
     reference: str = ""  # where the pin was read (repository at commit, release page)
+    resources: JobResources | None = None  # this model's logits job, where the source's RESOURCES undersell it
 
     def downloads(self) -> list[Download]:
         return [self.weights, *self.code]
@@ -101,8 +110,8 @@ class PretrainedSource(Source):
     needs_gpu = True
     #: (dataset, model name in the source) -> pin; filled by each source module
     PINS: ClassVar[dict[tuple[str, str], Pin]] = {}
-    #: dataset -> {"gpu": {...}, "cpu": {...}} with mem_mb and runtime (minutes) of one logits job
-    RESOURCES: ClassVar[dict[str, dict[str, dict[str, int]]]] = {}
+    #: dataset -> the usual logits job of this source's models (a pin's ``resources`` overrides it)
+    RESOURCES: ClassVar[dict[str, JobResources]] = {}
 
     # ------------------------------------------------------------------ what subclasses implement
     def build(self, pin: Pin, files: Mapping[str, str | Path], pretrained: bool = True):
@@ -157,10 +166,14 @@ class PretrainedSource(Source):
             settings = (config.get("datasets") or {}).get("imagenet") or {}
             datasets.check_imagenet(settings.get("root"), settings.get("labels_file"))
 
-    def resources(self, dataset: str, config: dict) -> dict:
+    def job_resources(self, pin: Pin) -> JobResources:
+        """GPU and CPU-only resources of the pin's logits job: its own, else its data set's in :attr:`RESOURCES`."""
+        return pin.resources or self.RESOURCES.get(pin.dataset, {})
+
+    def resources(self, dataset: str, model: str, spec: dict, config: dict) -> dict:
         settings = inference_settings(config)
         on_gpu = settings["device"] != "cpu"
-        table = self.RESOURCES.get(dataset, {}).get("gpu" if on_gpu else "cpu", {})
+        table = self.job_resources(self.pin(dataset, model, spec)).get("gpu" if on_gpu else "cpu", {})
         return {
             "threads": max(2, settings["workers"] + 1) if on_gpu else 8,
             "gpu": 1 if on_gpu and self.needs_gpu else 0,
@@ -213,6 +226,8 @@ class PretrainedSource(Source):
             "weights": self.weights_metadata(pin, weights),
             "code": [{"url": item.url, "pin": item.checksum} for item in pin.code],
             "preprocessing": pin.preprocessing,
+            "licence": pin.licence,
+            "published_top1_percent": pin.published_top1,
             "num_samples": int(len(labels)),
             "top1_accuracy": float(np.mean(logits.argmax(axis=1) == labels)),
             "inference": {**settings, "amp": bool(settings["amp"]) and device.type == "cuda"},

@@ -28,34 +28,35 @@ from typing import Mapping
 import torch.nn.functional as F
 from torch import nn
 
+from calibrepro.download import Download
 from calibrepro.inference import load_weights, strip_prefix
-from calibrepro.zoo import Download
 from calibrepro.zoo._pretrained import ModelSourceError, Pin, PretrainedSource, local_file
 
 REPO = "akamaster/pytorch_resnet_cifar10"
 #: master as of 2021-07-20; the weight files have not changed since d1ea108 (2019-10-04)
 COMMIT = "d5489e8995e81e91ce6b1d69dcc98ad579b0b153"
-LICENSE = "BSD-2-Clause"
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
 
-#: name -> (blocks per stage n, weight file, checksum). Full sha256 computed from the repository's
-#: git objects at COMMIT (and equal to ../shared/realdata/SHA256SUMS); 110/1202 are not in the
-#: snapshot, so only the sha256 prefix in their file names pins them.
-MODELS: dict[str, tuple[int, str, str]] = {
-    "resnet20": (3, "resnet20-12fca82f.th", "sha256:12fca82f0bebc4135bf1f32f6e3710e61d5108578464b84fd6d7f5c1b04036c8"),
-    "resnet32": (5, "resnet32-d509ac18.th", "sha256:d509ac1820d7f25398913559d7e81a13229b1e7adc5648e3bfa5e22dc137f850"),
-    "resnet44": (7, "resnet44-014dd654.th", "sha256:014dd6541728a1c700b1642ab640e211dc6eb8ed507d70697458dc8f8a0ae2e4"),
-    "resnet56": (9, "resnet56-4bfd9763.th", "sha256:4bfd97631478d6b638d2764fd2baff3edb1d7d82252d54439343b6596b9b5367"),
-    "resnet110": (18, "resnet110-1d1ed7c2.th", "sha256-prefix:1d1ed7c2"),
-    "resnet1202": (200, "resnet1202-f3b1deed.th", "sha256-prefix:f3b1deed"),
+#: name -> (blocks per stage n, weight file, checksum, published top-1 %). Full sha256 computed from
+#: the repository's git objects at COMMIT (and equal to ../shared/realdata/SHA256SUMS); 110/1202 are
+#: not in the snapshot, so only the sha256 prefix in their file names pins them. Top-1 = 100 - the
+#: "Test err (this impl.)" of the README at COMMIT.
+MODELS: dict[str, tuple[int, str, str, float]] = {
+    "resnet20": (3, "resnet20-12fca82f.th", "sha256:12fca82f0bebc4135bf1f32f6e3710e61d5108578464b84fd6d7f5c1b04036c8", 91.73),
+    "resnet32": (5, "resnet32-d509ac18.th", "sha256:d509ac1820d7f25398913559d7e81a13229b1e7adc5648e3bfa5e22dc137f850", 92.63),
+    "resnet44": (7, "resnet44-014dd654.th", "sha256:014dd6541728a1c700b1642ab640e211dc6eb8ed507d70697458dc8f8a0ae2e4", 93.10),
+    "resnet56": (9, "resnet56-4bfd9763.th", "sha256:4bfd97631478d6b638d2764fd2baff3edb1d7d82252d54439343b6596b9b5367", 93.39),
+    "resnet110": (18, "resnet110-1d1ed7c2.th", "sha256-prefix:1d1ed7c2", 93.68),
+    "resnet1202": (200, "resnet1202-f3b1deed.th", "sha256-prefix:f3b1deed", 93.82),
 }
-#: published CIFAR-10 test accuracy (%), README of the repository
-PUBLISHED_ACCURACY = {"resnet20": 91.73, "resnet32": 92.63, "resnet44": 93.10, "resnet56": 93.39,
-                      "resnet110": 93.68, "resnet1202": 93.82}
+
+#: models whose logits job differs from the source's RESOURCES: ResNet-1202 has 22x the blocks of
+#: ResNet-56 (≈2.5 min for the 10,000 images on 2 CPU cores), so ≈1 h on CPUs; 3x margin
+OWN_RESOURCES = {"resnet1202": {"gpu": {"mem_mb": 4000, "runtime": 10}, "cpu": {"mem_mb": 4000, "runtime": 180}}}
 
 
-def _pin(name: str, blocks: int, filename: str, checksum: str) -> Pin:
+def _pin(name: str, blocks: int, filename: str, checksum: str, top1: float, resources: dict | None) -> Pin:
     return Pin(
         dataset="cifar10",
         name=name,
@@ -67,11 +68,17 @@ def _pin(name: str, blocks: int, filename: str, checksum: str) -> Pin:
         ),
         num_classes=10,
         preprocessing={"transform": "ToTensor, Normalize", "mean": list(MEAN), "std": list(STD)},
+        licence="BSD-2-Clause",  # the repository's LICENSE
+        published_top1=top1,
+        published_in=f"README.md of {REPO} at {COMMIT[:7]} (100 - test error)",
         reference=f"https://github.com/{REPO}/tree/{COMMIT}",
+        resources=resources,
     )
 
 
-PINS = {("cifar10", name): _pin(name, *entry) for name, entry in MODELS.items()}
+PINS = {
+    ("cifar10", name): _pin(name, *entry, resources=OWN_RESOURCES.get(name)) for name, entry in MODELS.items()
+}
 
 
 class _ShortcutA(nn.Module):
@@ -146,7 +153,7 @@ class AkamasterSource(PretrainedSource):
 
     name = "akamaster"
     PINS = PINS
-    #: one logits job on the 10,000 CIFAR-10 test images (worst case: resnet1202)
+    #: one logits job on the 10,000 CIFAR-10 test images (ResNet-20..110; ResNet-1202 has its own)
     RESOURCES = {
         "cifar10": {"gpu": {"mem_mb": 4000, "runtime": 10}, "cpu": {"mem_mb": 4000, "runtime": 30}},
     }

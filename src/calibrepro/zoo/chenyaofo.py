@@ -20,6 +20,8 @@ Pins (all data, below):
   mean (0.507, 0.4865, 0.4409), std (0.2673, 0.2564, 0.2761). Test images are not resized or cropped
   (``get_val_transforms`` of chenyaofo/image-classification-codebase).
 
+* **published top-1**: the README's "Top-1 Acc.(%)" column at :data:`COMMIT` (unchanged up to master).
+
 Licence of the code and weights: BSD-3-Clause (the repository's LICENSE).
 """
 
@@ -28,14 +30,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping
 
+from calibrepro.download import Download
 from calibrepro.inference import load_weights
-from calibrepro.zoo import Download
 from calibrepro.zoo._pretrained import ModelSourceError, Pin, PretrainedSource, code_root, github_raw, local_file
 
 REPO = "chenyaofo/pytorch-cifar-models"
 #: 2021-09-08 "fix mobilenetv2 0.75 width pretrained model url" (code unchanged up to master 786c162, 2025)
 COMMIT = "ea3629793ea2a86cf56c6a85d6b42dae8a96b3bd"
-LICENSE = "BSD-3-Clause"
 RELEASES = f"https://github.com/{REPO}/releases/download"
 CODE_PREFIX = f"code/chenyaofo/pytorch-cifar-models-{COMMIT[:12]}"
 
@@ -59,50 +60,51 @@ NORMALIZATION = {
 }
 NUM_CLASSES = {"cifar10": 10, "cifar100": 100}
 
-#: (dataset, model) -> release asset "<tag>/<file>", as written in the code at COMMIT
+#: (dataset, model) -> (release asset "<tag>/<file>" as written in the code at COMMIT, top-1 % on the
+#: CIFAR test set published in the README at COMMIT, whose links name the same assets)
 WEIGHTS = {
-    ("cifar10", "resnet20"): "resnet/cifar10_resnet20-4118986f.pt",
-    ("cifar10", "resnet32"): "resnet/cifar10_resnet32-ef93fc4d.pt",
-    ("cifar10", "resnet44"): "resnet/cifar10_resnet44-2a3cabcb.pt",
-    ("cifar10", "resnet56"): "resnet/cifar10_resnet56-187c023a.pt",
-    ("cifar10", "vgg11_bn"): "vgg/cifar10_vgg11_bn-eaeebf42.pt",
-    ("cifar10", "vgg13_bn"): "vgg/cifar10_vgg13_bn-c01e4a43.pt",
-    ("cifar10", "vgg16_bn"): "vgg/cifar10_vgg16_bn-6ee7ea24.pt",
-    ("cifar10", "vgg19_bn"): "vgg/cifar10_vgg19_bn-57191229.pt",
-    ("cifar10", "mobilenetv2_x0_5"): "mobilenetv2/cifar10_mobilenetv2_x0_5-ca14ced9.pt",
-    ("cifar10", "mobilenetv2_x0_75"): "mobilenetv2/cifar10_mobilenetv2_x0_75-a53c314e.pt",
-    ("cifar10", "mobilenetv2_x1_0"): "mobilenetv2/cifar10_mobilenetv2_x1_0-fe6a5b48.pt",
-    ("cifar10", "mobilenetv2_x1_4"): "mobilenetv2/cifar10_mobilenetv2_x1_4-3bbbd6e2.pt",
-    ("cifar10", "shufflenetv2_x0_5"): "shufflenetv2/cifar10_shufflenetv2_x0_5-1308b4e9.pt",
-    ("cifar10", "shufflenetv2_x1_0"): "shufflenetv2/cifar10_shufflenetv2_x1_0-98807be3.pt",
-    ("cifar10", "shufflenetv2_x1_5"): "shufflenetv2/cifar10_shufflenetv2_x1_5-296694dd.pt",
-    ("cifar10", "shufflenetv2_x2_0"): "shufflenetv2/cifar10_shufflenetv2_x2_0-ec31611c.pt",
-    ("cifar10", "repvgg_a0"): "repvgg/cifar10_repvgg_a0-ef08a50e.pt",
-    ("cifar10", "repvgg_a1"): "repvgg/cifar10_repvgg_a1-38d2431b.pt",
-    ("cifar10", "repvgg_a2"): "repvgg/cifar10_repvgg_a2-09488915.pt",
-    ("cifar100", "resnet20"): "resnet/cifar100_resnet20-23dac2f1.pt",
-    ("cifar100", "resnet32"): "resnet/cifar100_resnet32-84213ce6.pt",
-    ("cifar100", "resnet44"): "resnet/cifar100_resnet44-ffe32858.pt",
-    ("cifar100", "resnet56"): "resnet/cifar100_resnet56-f2eff4c8.pt",
-    ("cifar100", "vgg11_bn"): "vgg/cifar100_vgg11_bn-57d0759e.pt",
-    ("cifar100", "vgg13_bn"): "vgg/cifar100_vgg13_bn-5ebe5778.pt",
-    ("cifar100", "vgg16_bn"): "vgg/cifar100_vgg16_bn-7d8c4031.pt",
-    ("cifar100", "vgg19_bn"): "vgg/cifar100_vgg19_bn-b98f7bd7.pt",
-    ("cifar100", "mobilenetv2_x0_5"): "mobilenetv2/cifar100_mobilenetv2_x0_5-9f915757.pt",
-    ("cifar100", "mobilenetv2_x0_75"): "mobilenetv2/cifar100_mobilenetv2_x0_75-d7891e60.pt",
-    ("cifar100", "mobilenetv2_x1_0"): "mobilenetv2/cifar100_mobilenetv2_x1_0-1311f9ff.pt",
-    ("cifar100", "mobilenetv2_x1_4"): "mobilenetv2/cifar100_mobilenetv2_x1_4-8a269f5e.pt",
-    ("cifar100", "shufflenetv2_x0_5"): "shufflenetv2/cifar100_shufflenetv2_x0_5-1977720f.pt",
-    ("cifar100", "shufflenetv2_x1_0"): "shufflenetv2/cifar100_shufflenetv2_x1_0-9ae22beb.pt",
-    ("cifar100", "shufflenetv2_x1_5"): "shufflenetv2/cifar100_shufflenetv2_x1_5-e2c85ad8.pt",
-    ("cifar100", "shufflenetv2_x2_0"): "shufflenetv2/cifar100_shufflenetv2_x2_0-e7e584cd.pt",
-    ("cifar100", "repvgg_a0"): "repvgg/cifar100_repvgg_a0-2df1edd0.pt",
-    ("cifar100", "repvgg_a1"): "repvgg/cifar100_repvgg_a1-c06b21a7.pt",
-    ("cifar100", "repvgg_a2"): "repvgg/cifar100_repvgg_a2-8e71b1f8.pt",
+    ("cifar10", "resnet20"): ("resnet/cifar10_resnet20-4118986f.pt", 92.60),
+    ("cifar10", "resnet32"): ("resnet/cifar10_resnet32-ef93fc4d.pt", 93.53),
+    ("cifar10", "resnet44"): ("resnet/cifar10_resnet44-2a3cabcb.pt", 94.01),
+    ("cifar10", "resnet56"): ("resnet/cifar10_resnet56-187c023a.pt", 94.37),
+    ("cifar10", "vgg11_bn"): ("vgg/cifar10_vgg11_bn-eaeebf42.pt", 92.79),
+    ("cifar10", "vgg13_bn"): ("vgg/cifar10_vgg13_bn-c01e4a43.pt", 94.00),
+    ("cifar10", "vgg16_bn"): ("vgg/cifar10_vgg16_bn-6ee7ea24.pt", 94.16),
+    ("cifar10", "vgg19_bn"): ("vgg/cifar10_vgg19_bn-57191229.pt", 93.91),
+    ("cifar10", "mobilenetv2_x0_5"): ("mobilenetv2/cifar10_mobilenetv2_x0_5-ca14ced9.pt", 92.88),
+    ("cifar10", "mobilenetv2_x0_75"): ("mobilenetv2/cifar10_mobilenetv2_x0_75-a53c314e.pt", 93.72),
+    ("cifar10", "mobilenetv2_x1_0"): ("mobilenetv2/cifar10_mobilenetv2_x1_0-fe6a5b48.pt", 93.79),
+    ("cifar10", "mobilenetv2_x1_4"): ("mobilenetv2/cifar10_mobilenetv2_x1_4-3bbbd6e2.pt", 94.22),
+    ("cifar10", "shufflenetv2_x0_5"): ("shufflenetv2/cifar10_shufflenetv2_x0_5-1308b4e9.pt", 90.13),
+    ("cifar10", "shufflenetv2_x1_0"): ("shufflenetv2/cifar10_shufflenetv2_x1_0-98807be3.pt", 92.98),
+    ("cifar10", "shufflenetv2_x1_5"): ("shufflenetv2/cifar10_shufflenetv2_x1_5-296694dd.pt", 93.55),
+    ("cifar10", "shufflenetv2_x2_0"): ("shufflenetv2/cifar10_shufflenetv2_x2_0-ec31611c.pt", 93.81),
+    ("cifar10", "repvgg_a0"): ("repvgg/cifar10_repvgg_a0-ef08a50e.pt", 94.39),
+    ("cifar10", "repvgg_a1"): ("repvgg/cifar10_repvgg_a1-38d2431b.pt", 94.89),
+    ("cifar10", "repvgg_a2"): ("repvgg/cifar10_repvgg_a2-09488915.pt", 94.98),
+    ("cifar100", "resnet20"): ("resnet/cifar100_resnet20-23dac2f1.pt", 68.83),
+    ("cifar100", "resnet32"): ("resnet/cifar100_resnet32-84213ce6.pt", 70.16),
+    ("cifar100", "resnet44"): ("resnet/cifar100_resnet44-ffe32858.pt", 71.63),
+    ("cifar100", "resnet56"): ("resnet/cifar100_resnet56-f2eff4c8.pt", 72.63),
+    ("cifar100", "vgg11_bn"): ("vgg/cifar100_vgg11_bn-57d0759e.pt", 70.78),
+    ("cifar100", "vgg13_bn"): ("vgg/cifar100_vgg13_bn-5ebe5778.pt", 74.63),
+    ("cifar100", "vgg16_bn"): ("vgg/cifar100_vgg16_bn-7d8c4031.pt", 74.00),
+    ("cifar100", "vgg19_bn"): ("vgg/cifar100_vgg19_bn-b98f7bd7.pt", 73.87),
+    ("cifar100", "mobilenetv2_x0_5"): ("mobilenetv2/cifar100_mobilenetv2_x0_5-9f915757.pt", 70.88),
+    ("cifar100", "mobilenetv2_x0_75"): ("mobilenetv2/cifar100_mobilenetv2_x0_75-d7891e60.pt", 73.61),
+    ("cifar100", "mobilenetv2_x1_0"): ("mobilenetv2/cifar100_mobilenetv2_x1_0-1311f9ff.pt", 74.20),
+    ("cifar100", "mobilenetv2_x1_4"): ("mobilenetv2/cifar100_mobilenetv2_x1_4-8a269f5e.pt", 75.98),
+    ("cifar100", "shufflenetv2_x0_5"): ("shufflenetv2/cifar100_shufflenetv2_x0_5-1977720f.pt", 67.82),
+    ("cifar100", "shufflenetv2_x1_0"): ("shufflenetv2/cifar100_shufflenetv2_x1_0-9ae22beb.pt", 72.39),
+    ("cifar100", "shufflenetv2_x1_5"): ("shufflenetv2/cifar100_shufflenetv2_x1_5-e2c85ad8.pt", 73.91),
+    ("cifar100", "shufflenetv2_x2_0"): ("shufflenetv2/cifar100_shufflenetv2_x2_0-e7e584cd.pt", 75.35),
+    ("cifar100", "repvgg_a0"): ("repvgg/cifar100_repvgg_a0-2df1edd0.pt", 75.22),
+    ("cifar100", "repvgg_a1"): ("repvgg/cifar100_repvgg_a1-c06b21a7.pt", 76.12),
+    ("cifar100", "repvgg_a2"): ("repvgg/cifar100_repvgg_a2-8e71b1f8.pt", 77.18),
 }
 
 
-def _pin(dataset: str, name: str, asset: str) -> Pin:
+def _pin(dataset: str, name: str, asset: str, top1: float) -> Pin:
     filename = asset.split("/")[-1]
     prefix = filename.rsplit("-", 1)[1].split(".")[0]
     return Pin(
@@ -114,12 +116,15 @@ def _pin(dataset: str, name: str, asset: str) -> Pin:
         ),
         num_classes=NUM_CLASSES[dataset],
         preprocessing={"transform": "ToTensor, Normalize", **NORMALIZATION[dataset]},
+        licence="BSD-3-Clause",  # the repository's LICENSE
+        published_top1=top1,
+        published_in=f"README.md of {REPO} at {COMMIT[:7]}",
         code=CODE,
         reference=f"https://github.com/{REPO}/tree/{COMMIT}",
     )
 
 
-PINS = {(dataset, name): _pin(dataset, name, asset) for (dataset, name), asset in WEIGHTS.items()}
+PINS = {(dataset, name): _pin(dataset, name, *entry) for (dataset, name), entry in WEIGHTS.items()}
 
 
 def load_hub_model(folder: str | Path, entry: str):

@@ -32,14 +32,13 @@ import zipfile
 from pathlib import Path
 from typing import Mapping
 
+from calibrepro.download import Download
 from calibrepro.inference import load_weights
-from calibrepro.zoo import Download
 from calibrepro.zoo._pretrained import ModelSourceError, Pin, PretrainedSource, code_root, github_raw, local_file
 
 REPO = "huyvnphan/PyTorch_CIFAR10"
 COMMIT = "80c232514370d6e9b862eda5f4498588c51fae32"  # tag v3.0.1
 ZENODO_DOI = "10.5281/zenodo.4431043"
-LICENSE = "MIT"
 CODE_PREFIX = f"code/huyvnphan/PyTorch_CIFAR10-{COMMIT[:12]}"
 MEAN = [0.4914, 0.4822, 0.4465]
 STD = [0.2471, 0.2435, 0.2616]
@@ -64,31 +63,26 @@ WEIGHTS = Download(
     path="weights/huyvnphan/state_dicts.zip",
 )
 
-#: model -> code file defining it (the builder has the model's name)
+#: model -> (code file defining it (the builder has the model's name), "Val. Acc." (%) in the README
+#: at COMMIT, measured on the CIFAR-10 test set)
 MODELS = {
-    "vgg11_bn": "vgg",
-    "vgg13_bn": "vgg",
-    "vgg16_bn": "vgg",
-    "vgg19_bn": "vgg",
-    "resnet18": "resnet",
-    "resnet34": "resnet",
-    "resnet50": "resnet",
-    "densenet121": "densenet",
-    "densenet161": "densenet",
-    "densenet169": "densenet",
-    "mobilenet_v2": "mobilenetv2",
-    "googlenet": "googlenet",
-    "inception_v3": "inception",
-}
-#: validation accuracy (%) published in the v3.0.1 README
-PUBLISHED_ACCURACY = {
-    "vgg11_bn": 92.39, "vgg13_bn": 94.22, "vgg16_bn": 94.00, "vgg19_bn": 93.95, "resnet18": 93.07,
-    "resnet34": 93.34, "resnet50": 93.65, "densenet121": 94.06, "densenet161": 94.07,
-    "densenet169": 94.05, "mobilenet_v2": 93.91, "googlenet": 92.85, "inception_v3": 93.74,
+    "vgg11_bn": ("vgg", 92.39),
+    "vgg13_bn": ("vgg", 94.22),
+    "vgg16_bn": ("vgg", 94.00),
+    "vgg19_bn": ("vgg", 93.95),
+    "resnet18": ("resnet", 93.07),
+    "resnet34": ("resnet", 93.34),
+    "resnet50": ("resnet", 93.65),
+    "densenet121": ("densenet", 94.06),
+    "densenet161": ("densenet", 94.07),
+    "densenet169": ("densenet", 94.05),
+    "mobilenet_v2": ("mobilenetv2", 93.91),
+    "googlenet": ("googlenet", 92.85),
+    "inception_v3": ("inception", 93.74),
 }
 
 
-def _pin(name: str, family: str) -> Pin:
+def _pin(name: str, family: str, top1: float) -> Pin:
     code_file = f"cifar10_models/{family}.py"
     return Pin(
         dataset="cifar10",
@@ -97,13 +91,16 @@ def _pin(name: str, family: str) -> Pin:
         weights=WEIGHTS,
         num_classes=10,
         preprocessing={"transform": "ToTensor, Normalize", "mean": MEAN, "std": STD},
+        licence="MIT",  # the repository's LICENSE
+        published_top1=top1,
+        published_in=f"README.md of {REPO} at v3.0.1",
         code=(CODE[code_file],),
         member=f"state_dicts/{name}.pt",
         reference=f"https://github.com/{REPO}/tree/{COMMIT} (v3.0.1, doi:{ZENODO_DOI})",
     )
 
 
-PINS = {("cifar10", name): _pin(name, family) for name, family in MODELS.items()}
+PINS = {("cifar10", name): _pin(name, *entry) for name, entry in MODELS.items()}
 
 
 def import_code_file(path: Path, tag: str):

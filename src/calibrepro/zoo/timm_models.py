@@ -31,15 +31,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping
 
-from calibrepro.zoo import Download
+from calibrepro.download import Download
 from calibrepro.zoo._pretrained import ModelSourceError, Pin, PretrainedSource, local_file
 
 RELEASES = "https://github.com/rwightman/pytorch-image-models/releases/download"
 IMAGENET_DEFAULT_MEAN = [0.485, 0.456, 0.406]
 IMAGENET_DEFAULT_STD = [0.229, 0.224, 0.225]
 
-#: thesis name -> timm name.tag, 2021 weights URL, the data config of that tag, and the top-1 (%) on the
-#: 50,000 validation images in timm v0.4.5's results/results-imagenet.csv
+#: one logits job on the 50,000 validation images of a 224x224 model (GMACs per image in timm's model
+#: cards: vgg19_bn 19.7, repvgg_b3 29.2, mobilenetv2_120d 0.7): GPU: data loading bound, minutes; CPU:
+#: vgg19_bn ≈ 2 h on 14 cores, repvgg_b3 ≈ 3 h by its MACs; margins of 4x (CPU) to 10x (GPU)
+JOB_224 = {"gpu": {"mem_mb": 8000, "runtime": 30}, "cpu": {"mem_mb": 16000, "runtime": 720}}
+#: tf_efficientnet_b8 at 672x672 (63.5 GMACs per image): GPU: one A100/H100-class device, fp32, 8
+#: loader workers, est. 15-30 min; CPU: ≈ 3 images/s on 14 cores, 4-5 h; margins of 4x and 10x
+JOB_B8 = {"gpu": {"mem_mb": 16000, "runtime": 120}, "cpu": {"mem_mb": 16000, "runtime": 2880}}
+
+#: thesis name -> timm name.tag, 2021 weights URL, the data config of that tag, the top-1 (%) on the
+#: 50,000 validation images in timm v0.4.5's results/results-imagenet.csv, the licence of the weights
+#: (timm's pretrained_cfg) and, where JOB_224 is too small, the model's own logits job
 MODELS = {
     "mobilenetv2_120d": {
         "tag": "mobilenetv2_120d.ra_in1k",
@@ -47,6 +56,7 @@ MODELS = {
         "data_config": {"input_size": [3, 224, 224], "interpolation": "bicubic", "crop_pct": 0.875,
                         "crop_mode": "center", "mean": IMAGENET_DEFAULT_MEAN, "std": IMAGENET_DEFAULT_STD},
         "published_top1": 77.328,
+        "licence": "Apache-2.0",
     },
     "repvgg_b3": {
         "tag": "repvgg_b3.rvgg_in1k",
@@ -54,6 +64,7 @@ MODELS = {
         "data_config": {"input_size": [3, 224, 224], "interpolation": "bilinear", "crop_pct": 0.875,
                         "crop_mode": "center", "mean": IMAGENET_DEFAULT_MEAN, "std": IMAGENET_DEFAULT_STD},
         "published_top1": 80.440,
+        "licence": "MIT",
     },
     "tf_efficientnet_b8": {
         "tag": "tf_efficientnet_b8.ra_in1k",
@@ -61,6 +72,8 @@ MODELS = {
         "data_config": {"input_size": [3, 672, 672], "interpolation": "bicubic", "crop_pct": 0.954,
                         "crop_mode": "center", "mean": IMAGENET_DEFAULT_MEAN, "std": IMAGENET_DEFAULT_STD},
         "published_top1": 85.384,
+        "licence": "Apache-2.0",
+        "resources": JOB_B8,
     },
     "vgg19_bn": {
         "tag": "vgg19_bn.tv_in1k",
@@ -68,6 +81,7 @@ MODELS = {
         "data_config": {"input_size": [3, 224, 224], "interpolation": "bilinear", "crop_pct": 0.875,
                         "crop_mode": "center", "mean": IMAGENET_DEFAULT_MEAN, "std": IMAGENET_DEFAULT_STD},
         "published_top1": 74.216,
+        "licence": "BSD-3-Clause",
     },
 }
 
@@ -82,7 +96,11 @@ def _pin(name: str, entry: dict) -> Pin:
         weights=Download(url=entry["url"], checksum=f"sha256-prefix:{prefix}", path=f"weights/timm/{filename}"),
         num_classes=1000,
         preprocessing=dict(entry["data_config"]),
+        licence=entry["licence"],
+        published_top1=entry["published_top1"],
+        published_in="results/results-imagenet.csv of timm v0.4.5",
         reference="timm default_cfgs of v0.4.5 (2021-03-07) and pretrained_cfg of " + entry["tag"],
+        resources=entry.get("resources"),
     )
 
 
@@ -116,11 +134,8 @@ class TimmSource(PretrainedSource):
 
     name = "timm"
     PINS = PINS
-    #: one logits job on the 50,000 validation images; worst case tf_efficientnet_b8 at 672x672
-    #: (~63 GFLOPs per image). GPU: one A100/H100-class device, fp32, 8 loader workers. CPU: 16 cores.
-    RESOURCES = {
-        "imagenet": {"gpu": {"mem_mb": 16000, "runtime": 120}, "cpu": {"mem_mb": 16000, "runtime": 2880}},
-    }
+    #: the usual logits job; tf_efficientnet_b8 has its own (JOB_B8)
+    RESOURCES = {"imagenet": JOB_224}
 
     def check(self, dataset: str, model: str, spec: dict, config: dict) -> None:
         pin = self.pin(dataset, model, spec)
