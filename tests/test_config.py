@@ -71,3 +71,14 @@ def test_named_figures_must_point_to_configured_models():
         validate_config(minimal(report={"figures": {"fig2": "mine/other"}}), SCHEMA)
     config = validate_config(minimal(report={"figures": {"fig2": "mine/net"}}), SCHEMA)
     assert config["report"]["figures"] == {"fig2": "mine/net"}
+
+
+def test_calibrator_and_metric_names_come_from_their_registries():
+    """The schema lists exactly the registered calibrators and metrics (declared once, in their modules)."""
+    from calibrepro.calibrators import CALIBRATORS
+    from calibrepro.metrics import METRICS
+
+    properties = SCHEMA["properties"]
+    assert properties["calibrators"]["items"]["enum"] == list(CALIBRATORS)
+    assert properties["metrics"]["items"]["enum"] == list(METRICS)
+    assert "x-enum-from" not in properties["calibrators"]["items"]

@@ -8,6 +8,8 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from calibrepro.calibrators import CALIBRATORS
+from calibrepro.metrics import METRICS
 from calibrepro.zoo import PRETRAINED_SOURCES, SOURCES
 
 
@@ -16,15 +18,21 @@ class ConfigError(ValueError):
 
 
 #: the registries a schema may take an enum from (``x-enum-from: <name>``)
-REGISTRIES = {"calibrepro.zoo.SOURCES": SOURCES, "calibrepro.zoo.PRETRAINED_SOURCES": PRETRAINED_SOURCES}
+REGISTRIES = {
+    "calibrepro.zoo.SOURCES": SOURCES,
+    "calibrepro.zoo.PRETRAINED_SOURCES": PRETRAINED_SOURCES,
+    "calibrepro.calibrators.CALIBRATORS": CALIBRATORS,
+    "calibrepro.metrics.METRICS": METRICS,
+}
 
 
 def load_schema(path: str | Path) -> dict:
     """Read the YAML/JSON schema file, with every ``x-enum-from`` filled from its registry.
 
-    The model sources are registered once, in :mod:`calibrepro.zoo`; the schema names the registry
-    instead of repeating the list, so that a config is validated against exactly the sources the
-    pipeline can run.
+    Model sources (:mod:`calibrepro.zoo`), calibrators (:mod:`calibrepro.calibrators`) and metrics
+    (:mod:`calibrepro.metrics`) are registered once, in their modules; the schema names the registry
+    instead of repeating the list, so that a config is validated against exactly what the pipeline
+    can run.
     """
     return _fill_enums(yaml.safe_load(Path(path).read_text(encoding="utf-8")), str(path))
 
