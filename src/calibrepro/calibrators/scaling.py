@@ -255,11 +255,17 @@ class TemperatureScaling(_ScalingCalibrator):
     ``torch.optim.LBFGS(line_search_fn="strong_wolfe")`` with torch's default settings
     (:data:`TORCH_LBFGS_DEFAULTS`: lr 1, max_iter 20, max_eval 25, tolerance_grad 1e-7,
     tolerance_change 1e-9, history 100), **one** ``step`` call.  The stopping point matters:
-    that call usually ends on the loss-change test (|change| < 1e-9), a few 1e-6 from the exact
+    the call usually ends on the loss-change test (|change| < 1e-9) up to ~1e-5 from the exact
     minimiser, and ECE moves visibly within that distance -- on one CIFAR-100 model T = 1.43643
     gives ECE 2.7727 % and T = 1.43641 gives 2.7861 % (printed: 2.79).  A fit on T or log T
     reaches the same optimum to ~1e-5 but misses two published ECE cells, so the parameter, its
-    start, the settings and the single call are all part of the method here.
+    start and the settings are all part of the method here.  Measured on the real CIFAR-10
+    logits of 19 chenyaofo models (thesis split): 3-8 iterations, 15 fits ending on the
+    loss-change test and 4 on the gradient test, ``|a - a_exact|`` <= 1e-5, ``a`` within
+    2.2e-13 of the same fit written with autograd; further ``step`` calls ("to convergence")
+    never moved ``a`` (bit-identical), so one call and the repeated calls of
+    :class:`VectorScaling` agree here.  The earlier log-T fit gave the same printed ECE/MCE on
+    all 19 (K = 10); the differences show at K = 100.
 
     Prediction is ``softmax(z * a)`` in float64 -- a product with ``a``, as the reference
     computed it (dividing by ``T = 1/a`` can differ in the last bit).  ``a`` is stored
