@@ -6,7 +6,7 @@ The five methods of the thesis (section 4, appendix columns) plus the identity:
 ``uncalibrated``           softmax of the logits (float32, as the thesis's torch code)
 ``histogram_binning``      one-vs-rest equal-width binning (Zadrozny & Elkan 2001; Guo 2017)
 ``isotonic``               one-vs-rest isotonic regression (Zadrozny & Elkan 2002; scikit-learn)
-``temperature_scaling``    ``softmax(z / T)``, one T > 0 (Guo et al. 2017)
+``temperature_scaling``    ``softmax(a * z)``, one a = 1/T > 0 (Guo et al. 2017)
 ``vector_scaling``         ``softmax(w * z)``, per-class w (Guo et al. 2017)
 ``vector_scaling_bias``    ``softmax(w * z + b)`` (Guo et al. 2017; Kull et al. 2019)
 =========================  ==================================================================
