@@ -12,7 +12,7 @@ import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping
 
 import numpy as np
 
@@ -109,11 +109,63 @@ def validate_logits(logits, labels, where: str = "logits") -> Logits:
     return Logits(logits.astype(np.float32, copy=False), labels.astype(np.int64, copy=False))
 
 
+#: the largest array a logits archive may declare (elements): 2**32 float32 values are 16 GiB, far above
+#: ImageNet's 50,000 x 1,000; a larger shape in a member's header is a corrupt or crafted file
+MAX_ARRAY_ELEMENTS = 2**32
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+_HOW_TO_WRITE = "write it with numpy.savez(path, logits=logits, labels=labels)"
+
+
+def _check_archive(path: Path) -> None:
+    """Reject files that are no .npz and members whose header declares an impossible array, before loading.
+
+    Reads only the magic bytes and each member's ``.npy`` header (numpy.lib.format), so a header
+    declaring 10**14 elements fails here instead of allocating.
+    """
+    import zipfile
+
+    from numpy.lib import format as npy_format
+
+    with open(path, "rb") as handle:
+        magic = handle.read(6)
+    if magic == npy_format.MAGIC_PREFIX:
+        raise LogitsFileError(
+            f"{path}: this is a single NumPy array (.npy) under an .npz name; the file must be an .npz archive "
+            f"holding two arrays: {_HOW_TO_WRITE}"
+        )
+    if magic[:4] not in _ZIP_MAGIC:
+        raise LogitsFileError(f"{path}: not a NumPy archive (.npz is a zip file of arrays); {_HOW_TO_WRITE}")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for member in archive.infolist():
+                if not member.filename.endswith(".npy"):
+                    continue
+                with archive.open(member) as stream:
+                    version = npy_format.read_magic(stream)
+                    read_header = (
+                        npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
+                    )  # 2.0 and 3.0 headers share a layout (3.0 only allows utf-8 field names)
+                    shape, _, dtype = read_header(stream)
+                elements = int(np.prod(shape, dtype=object))
+                name = member.filename[: -len(".npy")]
+                if elements > MAX_ARRAY_ELEMENTS or elements * dtype.itemsize > member.file_size:
+                    raise LogitsFileError(
+                        f"{path}: array {name!r} declares shape {shape} ({elements:.3g} values of {dtype}), more than "
+                        f"the file holds or any logits archive needs (at most {MAX_ARRAY_ELEMENTS:.3g}); the file is "
+                        f"corrupt: {_HOW_TO_WRITE}"
+                    )
+    except (zipfile.BadZipFile, ValueError, EOFError) as error:
+        if isinstance(error, LogitsFileError):
+            raise
+        raise LogitsFileError(f"{path}: not a readable .npz archive ({error}); {_HOW_TO_WRITE}") from None
+
+
 def load_logits(path: str | os.PathLike) -> Logits:
     """Read and validate a logits archive (``.npz`` with arrays ``logits`` and ``labels``)."""
     path = Path(path)
     if not path.is_file():
         raise LogitsFileError(f"{path}: no such file")
+    _check_archive(path)
     try:
         with np.load(path, allow_pickle=False) as archive:
             missing = {"logits", "labels"} - set(archive.files)
@@ -129,6 +181,38 @@ def load_logits(path: str | os.PathLike) -> Logits:
             raise
         raise LogitsFileError(f"{path}: not a readable .npz archive ({error})") from error
     return result
+
+
+def check_agreement(files: Mapping[str, str | os.PathLike], group: str = "files given together") -> None:
+    """Check that logits archives meant for one data set agree: same N, same K, the same labels in order.
+
+    ``files`` maps what to call each file in a message (its path, or ``model (path)``) to its path;
+    ``group`` says what they have in common (e.g. ``data set 'mydata'``). Each file is compared with
+    the first, holding two archives in memory at a time. Raises :class:`LogitsFileError` naming both
+    files and both counts.
+    """
+    if len(files) < 2:
+        return
+    items = iter(files.items())
+    first_name, first_path = next(items)
+    first = load_logits(first_path)
+    fix = "all must hold the logits of the same evaluation samples in the same order"
+    for name, path in items:
+        other = load_logits(path)
+        (n1, k1), (n2, k2) = first.logits.shape, other.logits.shape
+        if n1 != n2:
+            raise LogitsFileError(f"{group}: {first_name} has {n1} samples but {name} has {n2}; {fix}")
+        if k1 != k2:
+            raise LogitsFileError(
+                f"{group}: {first_name} has {k1} classes but {name} has {k2}; models compared together must "
+                "share one label set"
+            )
+        differ = np.flatnonzero(first.labels != other.labels)
+        if differ.size:
+            raise LogitsFileError(
+                f"{group}: {first_name} and {name} have different labels in {differ.size} of {n1} rows "
+                f"(first at row {differ[0]}); {fix}"
+            )
 
 
 def save_logits(path: str | os.PathLike, logits, labels, metadata: dict | None = None) -> None:
