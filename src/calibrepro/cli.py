@@ -55,7 +55,7 @@ def _check_logits(args: argparse.Namespace) -> int:
         try:
             archive = load_logits(path)
         except LogitsFileError as error:
-            print(f"error: {error}", file=sys.stderr)
+            print(f"calibrepro: error: {error}", file=sys.stderr)
             failed = True
             continue
         n, k = archive.logits.shape

@@ -146,9 +146,10 @@ def _check_archive(path: Path) -> None:
                         npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
                     )  # 2.0 and 3.0 headers share a layout (3.0 only allows utf-8 field names)
                     shape, _, dtype = read_header(stream)
+                    data_bytes = member.file_size - stream.tell()
                 elements = int(np.prod(shape, dtype=object))
                 name = member.filename[: -len(".npy")]
-                if elements > MAX_ARRAY_ELEMENTS or elements * dtype.itemsize > member.file_size:
+                if elements > MAX_ARRAY_ELEMENTS or elements * dtype.itemsize > data_bytes:
                     raise LogitsFileError(
                         f"{path}: array {name!r} declares shape {shape} ({elements:.3g} values of {dtype}), more than "
                         f"the file holds or any logits archive needs (at most {MAX_ARRAY_ELEMENTS:.3g}); the file is "
