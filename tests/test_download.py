@@ -226,3 +226,35 @@ def test_weights_file_and_cifar_tarball_round_trip(file_server, tmp_path):
     got_images, got_labels = datasets.read_cifar_test(d, "cifar10")
     assert np.array_equal(got_images, images) and np.array_equal(got_labels, labels)
     assert verify_checksum(d, f"md5:{md5_hex(tarball)}") == sha256_hex(tarball)
+
+
+def test_a_stalled_server_times_out_with_a_message_saying_so(file_server, tmp_path):
+    url = file_server.add_stalled("/hung.bin", PAYLOAD, cut=5000, stall=30)
+    with pytest.raises(DownloadError) as error:
+        fetch(Download(url, f"sha256:{sha256_hex(PAYLOAD)}", "hung.bin"), tmp_path / "hung.bin",
+              timeout=0.5, retries=1, backoff=0, progress=False)
+    message = str(error.value)
+    assert f"{url}: the server stalled: nothing received for 0.5 s after 5000 bytes (downloads.timeout)" in message
+    assert "failed after 2 attempt(s)" in message and file_server.count("/hung.bin") == 2
+    assert leftovers(tmp_path) == []
+
+
+def test_a_body_cut_without_content_length_fails_the_checksum_and_keeps_nothing(file_server, tmp_path):
+    url = file_server.add_unsized("/cut.bin", PAYLOAD, cut=100_000)
+    target = tmp_path / "cut.bin"
+    with pytest.raises(ChecksumError) as error:
+        fetch(Download(url, f"sha256:{sha256_hex(PAYLOAD)}", "cut.bin"), target, backoff=0, progress=False)
+    assert f"checksum mismatch for {url} (saved as {target})" in str(error.value)
+    assert f"got sha256:{sha256_hex(PAYLOAD[:100_000])} (100000 bytes); the downloaded file was deleted" in str(error.value)
+    assert leftovers(tmp_path) == []
+
+
+def test_a_redirect_loop_is_a_clear_error(file_server, tmp_path):
+    url = file_server.add_redirect("/a.bin", file_server.url("/b.bin"))
+    file_server.add_redirect("/b.bin", url)
+    with pytest.raises(DownloadError) as error:
+        fetch(Download(url, "sha256:" + "0" * 64, "a.bin"), tmp_path / "a.bin", retries=2, backoff=0, progress=False)
+    assert str(error.value) == (
+        f"{url}: redirect loop or too many redirects (gave up at HTTP 302 from {url}); check the URL and downloads.mirrors"
+    )
+    assert file_server.count("/a.bin") < 10 and leftovers(tmp_path) == []  # not retried

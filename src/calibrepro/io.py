@@ -6,8 +6,10 @@ partial file behind under the final name.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import socket
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,14 +24,66 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 
 
-@contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; move it onto ``path`` only if the block succeeds."""
+_HOST = socket.gethostname()
+
+
+def new_part_file(path: str | os.PathLike) -> Path:
+    """Create an empty hidden temporary file beside ``path``: ``.<name>.<pid>@<host>.<random>.part``.
+
+    The writer's process id and host in the name let :func:`remove_stale_parts` tell a file left by
+    a killed writer from one still being written.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}@{_HOST}.", suffix=".part", dir=path.parent)
     os.close(fd)
-    tmp = Path(tmp)
+    return Path(tmp)
+
+
+def _writer_is_alive(middle: str) -> bool:
+    """Whether the ``<pid>@<host>`` of a part file's name is a running process (on another host: assume so)."""
+    owner, _, _ = middle.rpartition(".")
+    pid, at, host = owner.partition("@")
+    if not at or not pid.isdigit():
+        return False  # no writer recorded (a name from before writers were recorded): nobody finishes it
+    if host != _HOST:
+        return True  # cannot be checked from here; its own host's next run removes it
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # a process of another user
+        return True
+    return True
+
+
+def remove_stale_parts(path: str | os.PathLike) -> list[Path]:
+    """Delete the ``.part`` files beside ``path`` that killed writers of ``path`` left; return them.
+
+    Called by every writer of ``path`` before it writes (:func:`atomic_path`,
+    :func:`calibrepro.download.fetch`): a write interrupted by SIGKILL or a power cut cannot clean
+    up after itself, so the next run of the step that owns the file does. Part files of a writer
+    that is still running are kept.
+    """
+    path = Path(path)
+    prefix, removed = f".{path.name}.", []
+    if not path.parent.is_dir():
+        return removed
+    for candidate in path.parent.glob(f"{glob.escape(prefix)}*.part"):
+        if not _writer_is_alive(candidate.name[len(prefix): -len(".part")]):
+            candidate.unlink(missing_ok=True)
+            removed.append(candidate)
+    return removed
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; move it onto ``path`` only if the block succeeds.
+
+    Part files that killed earlier writers of ``path`` left behind are removed first.
+    """
+    remove_stale_parts(path)
+    tmp = new_part_file(path)
     try:
         yield tmp
         os.chmod(tmp, 0o666 & ~_UMASK)
