@@ -23,7 +23,7 @@ from calibrepro.download import (
     verify_checksum,
 )
 from calibrepro.zoo import Download
-from servers import cifar_tarball_bytes, file_server, md5_hex, random_cifar, sha256_hex  # noqa: F401
+from servers import REALDATA, cifar_tarball_bytes, file_server, md5_hex, random_cifar, sha256_hex  # noqa: F401
 
 PAYLOAD = bytes(range(256)) * 4096  # 1 MiB: several chunks
 
@@ -258,3 +258,37 @@ def test_a_redirect_loop_is_a_clear_error(file_server, tmp_path):
         f"{url}: redirect loop or too many redirects (gave up at HTTP 302 from {url}); check the URL and downloads.mirrors"
     )
     assert file_server.count("/a.bin") < 10 and leftovers(tmp_path) == []  # not retried
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (REALDATA / "akamaster").is_dir(), reason="needs ../shared/realdata (real akamaster weights)")
+def test_the_snakemake_download_rule_goes_through_downloads_mirrors(file_server, tmp_path):
+    """A config whose pinned weights are served only by a 127.0.0.1 mirror: the rule fetches and verifies them."""
+    from calibrepro.zoo import akamaster
+    from workflow_helpers import run_snakemake, write_config
+
+    pin = akamaster.PINS[("cifar10", "resnet20")].weights
+    origin = f"https://raw.githubusercontent.com/{akamaster.REPO}/{akamaster.COMMIT}/pretrained_models"
+    config = {
+        "models": {"cifar10": {"resnet20": {"source": "akamaster"}}},
+        "downloads": {"dir": "results/downloads", "mirrors": {origin: file_server.mount("/mirror", REALDATA / "akamaster")}},
+    }
+    target = tmp_path / "results" / "downloads" / pin.path
+    target.parent.mkdir(parents=True)
+    stale = target.parent / f".{target.name}.1a2b3c4d.part"  # left by a download killed before
+    stale.write_bytes(b"\0" * 1024)
+    result = run_snakemake(tmp_path, f"results/downloads/{pin.path}",
+                           "--configfile", str(write_config(tmp_path / "c.yaml", config)), timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sha256_hex(target.read_bytes()) == pin.checksum.removeprefix("sha256:")
+    assert file_server.requests == [f"/mirror/{target.name}"]
+    assert sorted(p.name for p in target.parent.iterdir()) == [target.name]
+
+    config["downloads"]["mirrors"] = {origin: file_server.url("/wrong")}  # a mirror serving other bytes
+    file_server.add_file(f"/wrong/{target.name}", b"not the pinned file")
+    target.unlink()
+    result = run_snakemake(tmp_path, f"results/downloads/{pin.path}",
+                           "--configfile", str(write_config(tmp_path / "c.yaml", config)), timeout=300)
+    assert result.returncode != 0
+    assert f"mirror of {pin.url}" in result.stderr and "checksum mismatch" in result.stderr
+    assert leftovers(target.parent) == []
