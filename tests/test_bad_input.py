@@ -149,3 +149,32 @@ def test_a_small_calibration_half_warns_but_splits():
     with pytest.warns(SmallCalibrationWarning, match=r"data set 'd': the calibration half has 60 samples for 10 classes \(6.0 per"):
         calibration, test = make_split(labels, 0.5, seed=0, where="data set 'd'")
     assert len(calibration) == len(test) == 60
+
+
+@pytest.mark.slow
+def test_the_workflow_stops_before_any_job_when_a_data_sets_files_disagree(tmp_path):
+    from workflow_helpers import run_snakemake, synthetic_logits, write_config
+
+    _, labels = synthetic_logits(tmp_path / "logits" / "a.npz", n=101, k=3, seed=1)
+    synthetic_logits(tmp_path / "logits" / "b.npz", k=3, seed=2, labels=labels[:-1])
+    config = write_config(tmp_path / "c.yaml", {"models": {"mydata": {
+        "a": {"source": "logits", "path": "logits/a.npz"}, "b": {"source": "logits", "path": "logits/b.npz"}}}})
+    result = run_snakemake(tmp_path, "--configfile", str(config))
+    assert result.returncode != 0
+    assert (
+        "models of data set 'mydata': a (logits/a.npz) has 101 samples but b (logits/b.npz) has 100; all must hold "
+        "the logits of the same evaluation samples in the same order"
+    ) in result.stderr
+    assert not (tmp_path / "results").exists()  # nothing ran
+
+
+@pytest.mark.slow
+def test_the_workflow_names_the_data_set_of_an_unstratifiable_split(tmp_path):
+    from workflow_helpers import run_snakemake, synthetic_logits, write_config
+
+    synthetic_logits(tmp_path / "t.npz", k=3, labels=np.array([0] * 50 + [1] * 50 + [2]))
+    config = write_config(tmp_path / "c.yaml", {"models": {"tiny": {"a": {"source": "logits", "path": "t.npz"}}}})
+    result = run_snakemake(tmp_path, "results/metrics.csv", "--configfile", str(config))
+    assert result.returncode != 0
+    assert "data set 'tiny': class 2 has only 1 sample" in result.stderr
+    assert not (tmp_path / "results" / "splits").exists() or not any((tmp_path / "results" / "splits").rglob("*.npz"))
