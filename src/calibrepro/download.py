@@ -3,7 +3,9 @@
 Every file the pipeline downloads is a :class:`calibrepro.zoo.Download`: a URL, a checksum and a
 path under the downloads directory. :func:`fetch` streams the URL to a temporary file beside the
 destination, verifies the checksum and only then renames it onto the destination; a failed
-transfer or a wrong checksum deletes the temporary file and raises an error naming the URL.
+transfer or a wrong checksum deletes the temporary file and raises an error naming the URL; a
+temporary file left by a download killed outright is removed by the next :func:`fetch` of the same
+destination (:func:`calibrepro.io.remove_stale_parts`).
 
 Checksum forms (``Download.checksum``):
 
