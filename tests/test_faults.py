@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import signal
@@ -132,7 +133,10 @@ def test_stale_parts_of_other_files_and_of_live_writers_are_kept(tmp_path):
 @pytest.mark.parametrize("name", ["a.b.json", "x[1].npz"])
 def test_names_with_dots_and_glob_characters(tmp_path, name):
     target = tmp_path / name
-    stale = tmp_path / f".{name}.abc.part"
+    stale = tmp_path / f".{name}.abc_1234.part"
     stale.write_text("x")
+    longer = new_part_file(tmp_path / f"{name}.png")  # a part of another file whose name starts the same
+    os.rename(longer, longer.with_name(longer.name.replace(str(os.getpid()), str(2**22 + 1))))  # and is dead
     write_json(target, {"ok": True})
     assert json.loads(target.read_text()) == {"ok": True} and not stale.exists()
+    assert len(list(tmp_path.glob(f".{glob.escape(name)}.png.*.part"))) == 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import socket
 import tempfile
 from contextlib import contextmanager
@@ -40,21 +41,27 @@ def new_part_file(path: str | os.PathLike) -> Path:
     return Path(tmp)
 
 
-def _writer_is_alive(middle: str) -> bool:
-    """Whether the ``<pid>@<host>`` of a part file's name is a running process (on another host: assume so)."""
-    owner, _, _ = middle.rpartition(".")
-    pid, at, host = owner.partition("@")
-    if not at or not pid.isdigit():
-        return False  # no writer recorded (a name from before writers were recorded): nobody finishes it
-    if host != _HOST:
-        return True  # cannot be checked from here; its own host's next run removes it
+#: what follows ``.<name>.`` in a part file's name: ``<pid>@<host>.`` (absent in names written before
+#: writers were recorded) and mkstemp's 8 random characters
+_PART_MIDDLE = re.compile(r"^(?:(?P<pid>\d+)@(?P<host>.+)\.)?[a-z0-9_]{8}$")
+
+
+def _is_stale(middle: str) -> bool:
+    """Whether a part file whose name has ``middle`` was left by a writer that is gone."""
+    found = _PART_MIDDLE.match(middle)
+    if found is None:
+        return False  # not a part file of this target (e.g. of ``<name>.png`` beside ``<name>``)
+    if found["pid"] is None:
+        return True  # no writer recorded: an old interrupted write that nobody finishes
+    if found["host"] != _HOST:
+        return False  # cannot be checked from here; its own host's next run removes it
     try:
-        os.kill(int(pid), 0)
+        os.kill(int(found["pid"]), 0)
     except ProcessLookupError:
-        return False
-    except PermissionError:  # a process of another user
         return True
-    return True
+    except PermissionError:  # a running process of another user
+        return False
+    return False
 
 
 def remove_stale_parts(path: str | os.PathLike) -> list[Path]:
@@ -70,7 +77,7 @@ def remove_stale_parts(path: str | os.PathLike) -> list[Path]:
     if not path.parent.is_dir():
         return removed
     for candidate in path.parent.glob(f"{glob.escape(prefix)}*.part"):
-        if not _writer_is_alive(candidate.name[len(prefix): -len(".part")]):
+        if _is_stale(candidate.name[len(prefix): -len(".part")]):
             candidate.unlink(missing_ok=True)
             removed.append(candidate)
     return removed
