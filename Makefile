@@ -1,29 +1,44 @@
 # Two commands set everything up on a fresh machine:
 #   make demo   - create .venv if missing, install, run the pipeline on the embedded default
 #   make test   - the same set-up, then the test suite
+# Options (make demo VAR=value):
+#   TORCH_INDEX  - install torch/torchvision from this index first, e.g. the CPU-only build:
+#                  make demo TORCH_INDEX=https://download.pytorch.org/whl/cpu
+#   PIP_OPTIONS  - extra options for every pip install (a proxy, --extra-index-url, --no-cache-dir)
+#   CORES        - cores Snakemake may use (default 2)
 PYTHON ?= python3
 CORES ?= 2
+PIP_OPTIONS ?=
+TORCH_INDEX ?=
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+PIP := $(BIN)/python -m pip install --quiet $(PIP_OPTIONS)
 SNAKEMAKE := $(BIN)/snakemake --profile workflow/profiles/default --cores $(CORES)
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench unlock clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet --editable '.[workflow,test]'
+	$(PIP) --upgrade pip
+	$(if $(TORCH_INDEX),$(PIP) --index-url $(TORCH_INDEX) torch torchvision)
+	$(PIP) --editable '.[workflow,test]'
 	touch $(STAMP)
 
+# A killed run leaves Snakemake's lock behind: say so (and how to remove it) instead of Snakemake's error.
 demo: $(STAMP)
+	@$(BIN)/python tools/snakemake_lock.py
 	$(SNAKEMAKE)
+
+# Remove the lock of a killed run; refused while a Snakemake still runs in this directory.
+unlock: $(STAMP)
+	$(BIN)/python tools/snakemake_lock.py --unlock
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)
-	$(BIN)/python -m pip install --quiet '.[bench]'
+	$(PIP) '.[bench]'
 	$(BIN)/python benchmarks/bench_calibrators.py
 	$(BIN)/python benchmarks/bench_pipeline.py
 

@@ -22,8 +22,9 @@ import numpy as np
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-#: read-only real data (absent on users' machines and maybe in CI): tests using it must skip without it
-REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"
+#: read-only real data (absent on users' machines and maybe in CI): tests using it must skip without it;
+#: ../shared/realdata beside the checkout unless CALIBREPRO_REALDATA_DIR names another folder
+REALDATA = Path(os.environ.get("CALIBREPRO_REALDATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "realdata")
 #: environment variable naming a folder with the original model code, laid out like the repositories:
 #: <dir>/chenyaofo/pytorch-cifar-models/hubconf.py, <dir>/huyvnphan/PyTorch_CIFAR10/cifar10_models/*.py
 ORIGINAL_CODE_ENV = "CALIBREPRO_ORIGINAL_CODE_DIR"
@@ -31,12 +32,13 @@ ORIGINAL_CODE_ENV = "CALIBREPRO_ORIGINAL_CODE_DIR"
 
 @dataclass
 class Route:
-    kind: str  # "file", "redirect", "truncate", "status", "flaky"
+    kind: str  # "file", "redirect", "truncate", "status", "flaky", "stall", "unsized"
     data: bytes = b""
     target: str = ""
     code: int = 200
     cut: int = 0
     failures: int = 0  # "flaky": how many more requests are cut short before the file is served
+    stall: float = 0.0  # "stall": seconds to wait, silent, after the first ``cut`` bytes
 
 
 class FileServer:
@@ -47,6 +49,7 @@ class FileServer:
         self.mounts: dict[str, Path] = {}
         self.requests: list[str] = []
         self.user_agents: list[str] = []
+        self.stopping = threading.Event()  # wakes stalled responses when the server stops
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -87,6 +90,23 @@ class FileServer:
                     self.wfile.write(route.data[: route.cut])
                     self.wfile.flush()
                     self.close_connection = True
+                elif route.kind == "stall":
+                    # announce the whole file, send the first bytes, then say nothing (a hung server)
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(route.data)))
+                    self.end_headers()
+                    self.wfile.write(route.data[: route.cut])
+                    self.wfile.flush()
+                    server.stopping.wait(route.stall)
+                    self.close_connection = True
+                elif route.kind == "unsized":
+                    # no Content-Length: the body ends when the connection closes, here after ``cut`` bytes
+                    self.send_response(200)
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.wfile.write(route.data[: route.cut])
+                    self.wfile.flush()
+                    self.close_connection = True
 
             def _send(self, code: int, body: bytes):
                 self.send_response(code)
@@ -105,6 +125,7 @@ class FileServer:
         return self
 
     def stop(self) -> None:
+        self.stopping.set()
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(timeout=5)
@@ -132,6 +153,16 @@ class FileServer:
     def add_flaky(self, path: str, data: bytes, failures: int) -> str:
         """Cut the first ``failures`` responses short, then serve ``data``."""
         self.routes[path] = Route("flaky", data=data, failures=failures)
+        return self.url(path)
+
+    def add_stalled(self, path: str, data: bytes, cut: int, stall: float = 60.0) -> str:
+        """Announce ``data``, send its first ``cut`` bytes, then stay silent for ``stall`` seconds."""
+        self.routes[path] = Route("stall", data=data, cut=cut, stall=stall)
+        return self.url(path)
+
+    def add_unsized(self, path: str, data: bytes, cut: int) -> str:
+        """Send the first ``cut`` bytes of ``data`` without a Content-Length, then close the connection."""
+        self.routes[path] = Route("unsized", data=data, cut=cut)
         return self.url(path)
 
     def add_status(self, path: str, code: int) -> str:

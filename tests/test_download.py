@@ -23,7 +23,7 @@ from calibrepro.download import (
     verify_checksum,
 )
 from calibrepro.zoo import Download
-from servers import cifar_tarball_bytes, file_server, md5_hex, random_cifar, sha256_hex  # noqa: F401
+from servers import REALDATA, cifar_tarball_bytes, file_server, md5_hex, random_cifar, sha256_hex  # noqa: F401
 
 PAYLOAD = bytes(range(256)) * 4096  # 1 MiB: several chunks
 
@@ -226,3 +226,69 @@ def test_weights_file_and_cifar_tarball_round_trip(file_server, tmp_path):
     got_images, got_labels = datasets.read_cifar_test(d, "cifar10")
     assert np.array_equal(got_images, images) and np.array_equal(got_labels, labels)
     assert verify_checksum(d, f"md5:{md5_hex(tarball)}") == sha256_hex(tarball)
+
+
+def test_a_stalled_server_times_out_with_a_message_saying_so(file_server, tmp_path):
+    url = file_server.add_stalled("/hung.bin", PAYLOAD, cut=5000, stall=30)
+    with pytest.raises(DownloadError) as error:
+        fetch(Download(url, f"sha256:{sha256_hex(PAYLOAD)}", "hung.bin"), tmp_path / "hung.bin",
+              timeout=0.5, retries=1, backoff=0, progress=False)
+    message = str(error.value)
+    assert f"{url}: the server stalled: nothing received for 0.5 s after 5000 bytes (downloads.timeout)" in message
+    assert "failed after 2 attempt(s)" in message and file_server.count("/hung.bin") == 2
+    assert leftovers(tmp_path) == []
+
+
+def test_a_body_cut_without_content_length_fails_the_checksum_and_keeps_nothing(file_server, tmp_path):
+    url = file_server.add_unsized("/cut.bin", PAYLOAD, cut=100_000)
+    target = tmp_path / "cut.bin"
+    with pytest.raises(ChecksumError) as error:
+        fetch(Download(url, f"sha256:{sha256_hex(PAYLOAD)}", "cut.bin"), target, backoff=0, progress=False)
+    assert f"checksum mismatch for {url} (saved as {target})" in str(error.value)
+    assert f"got sha256:{sha256_hex(PAYLOAD[:100_000])} (100000 bytes); the downloaded file was deleted" in str(error.value)
+    assert leftovers(tmp_path) == []
+
+
+def test_a_redirect_loop_is_a_clear_error(file_server, tmp_path):
+    url = file_server.add_redirect("/a.bin", file_server.url("/b.bin"))
+    file_server.add_redirect("/b.bin", url)
+    with pytest.raises(DownloadError) as error:
+        fetch(Download(url, "sha256:" + "0" * 64, "a.bin"), tmp_path / "a.bin", retries=2, backoff=0, progress=False)
+    assert str(error.value) == (
+        f"{url}: redirect loop or too many redirects (gave up at HTTP 302 from {url}); check the URL and downloads.mirrors"
+    )
+    assert file_server.count("/a.bin") < 10 and leftovers(tmp_path) == []  # not retried
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (REALDATA / "akamaster").is_dir(), reason="needs ../shared/realdata (real akamaster weights)")
+def test_the_snakemake_download_rule_goes_through_downloads_mirrors(file_server, tmp_path):
+    """A config whose pinned weights are served only by a 127.0.0.1 mirror: the rule fetches and verifies them."""
+    from calibrepro.zoo import akamaster
+    from workflow_helpers import run_snakemake, write_config
+
+    pin = akamaster.PINS[("cifar10", "resnet20")].weights
+    origin = f"https://raw.githubusercontent.com/{akamaster.REPO}/{akamaster.COMMIT}/pretrained_models"
+    config = {
+        "models": {"cifar10": {"resnet20": {"source": "akamaster"}}},
+        "downloads": {"dir": "results/downloads", "mirrors": {origin: file_server.mount("/mirror", REALDATA / "akamaster")}},
+    }
+    target = tmp_path / "results" / "downloads" / pin.path
+    target.parent.mkdir(parents=True)
+    stale = target.parent / f".{target.name}.1a2b3c4d.part"  # left by a download killed before
+    stale.write_bytes(b"\0" * 1024)
+    result = run_snakemake(tmp_path, f"results/downloads/{pin.path}",
+                           "--configfile", str(write_config(tmp_path / "c.yaml", config)), timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sha256_hex(target.read_bytes()) == pin.checksum.removeprefix("sha256:")
+    assert file_server.requests == [f"/mirror/{target.name}"]
+    assert sorted(p.name for p in target.parent.iterdir()) == [target.name]
+
+    config["downloads"]["mirrors"] = {origin: file_server.url("/wrong")}  # a mirror serving other bytes
+    file_server.add_file(f"/wrong/{target.name}", b"not the pinned file")
+    target.unlink()
+    result = run_snakemake(tmp_path, f"results/downloads/{pin.path}",
+                           "--configfile", str(write_config(tmp_path / "c.yaml", config)), timeout=300)
+    assert result.returncode != 0
+    assert f"mirror of {pin.url}" in result.stderr and "checksum mismatch" in result.stderr
+    assert leftovers(target.parent) == []

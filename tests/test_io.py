@@ -76,7 +76,7 @@ def test_missing_arrays_and_unreadable_files_are_named(tmp_path):
     with pytest.raises(LogitsFileError, match=r"missing array\(s\) \['labels'\]"):
         load_logits(tmp_path / "only_logits.npz")
     (tmp_path / "garbage.npz").write_bytes(b"not a zip file")
-    with pytest.raises(LogitsFileError, match="not a readable .npz archive"):
+    with pytest.raises(LogitsFileError, match="not a NumPy archive"):
         load_logits(tmp_path / "garbage.npz")
     with pytest.raises(LogitsFileError, match="no such file"):
         load_logits(tmp_path / "absent.npz")

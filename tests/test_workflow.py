@@ -148,7 +148,8 @@ def test_models_of_one_data_set_must_share_labels(tmp_path):
     )
     result = run_snakemake(tmp_path, "results/metrics.csv", "--configfile", str(config))
     assert result.returncode != 0
-    assert "its labels differ from those the split" in result.stdout + result.stderr
+    assert "models of data set 'mydata': net_a (a.npz) and net_b (b.npz) have different labels" in result.stderr
+    assert not (tmp_path / "results").exists()  # caught before any job
 
 
 def test_unknown_config_key_fails_before_any_job(tmp_path):

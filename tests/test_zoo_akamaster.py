@@ -70,7 +70,7 @@ def _checkpoint(model) -> bytes:
     """A checkpoint in the repository's format: DataParallel keys, best_prec1 beside the state_dict."""
     state_dict = {f"module.{key}": value for key, value in model.state_dict().items() if "num_batches" not in key}
     buffer = io.BytesIO()
-    torch.save({"best_prec1": np.float64(91.5), "state_dict": state_dict}, buffer)
+    torch.save({"best_prec1": 91.5, "state_dict": state_dict}, buffer)  # as the real files: a float
     return buffer.getvalue()
 
 

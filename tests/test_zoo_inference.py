@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import io
+import os
 
 import numpy as np
 import pytest
 import torch
 
-from calibrepro.inference import environment, inference_settings, load_weights, predict, select_device, strip_prefix
+from calibrepro.download import fetch
+from calibrepro.inference import (
+    CheckpointError,
+    UnsafeCheckpointError,
+    environment,
+    inference_settings,
+    load_weights,
+    predict,
+    select_device,
+    strip_prefix,
+)
+from calibrepro.zoo import Download, akamaster, get_source
+from servers import REALDATA, file_server  # noqa: F401
 
 
 class _Items(torch.utils.data.Dataset):
@@ -58,13 +71,59 @@ def test_settings_and_environment():
     assert info["torch"] == torch.__version__ and {"torchvision", "timm", "numpy", "device_name"} <= set(info)
 
 
-def test_load_weights_falls_back_for_old_checkpoints(tmp_path):
+def test_load_weights_reads_plain_and_akamaster_style_checkpoints(tmp_path):
     state = {"module.w": torch.ones(2)}
     path = tmp_path / "plain.pth"
     torch.save(state, path)
     assert torch.equal(load_weights(path)["module.w"], torch.ones(2))
     buffer = io.BytesIO()
-    torch.save({"best_prec1": np.float64(91.7), "state_dict": state}, buffer)  # numpy scalar: not weights-only
-    loaded = load_weights(buffer.getvalue())
-    assert float(loaded["best_prec1"]) == pytest.approx(91.7)
+    torch.save({"best_prec1": 91.7, "state_dict": state}, buffer)  # akamaster's format: a float beside the weights
+    loaded = load_weights(buffer.getvalue(), name="resnet20.th")
+    assert loaded["best_prec1"] == pytest.approx(91.7)
     assert list(strip_prefix(loaded["state_dict"])) == ["w"]
+
+
+@pytest.mark.skipif(not (REALDATA / "akamaster").is_dir(), reason="needs ../shared/realdata (real akamaster weights)")
+def test_the_real_akamaster_checkpoints_load_weights_only():
+    for path in sorted((REALDATA / "akamaster").glob("*.th")):
+        checkpoint = load_weights(path)
+        assert isinstance(checkpoint["best_prec1"], float) and len(checkpoint["state_dict"]) > 50
+
+
+class _RunsAShellCommand:
+    """Unpickling this object runs ``touch <marker>``: the attack a crafted checkpoint can carry."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_malicious_checkpoint_fetched_over_http_is_refused_and_never_run(file_server, tmp_path):
+    marker = tmp_path / "pwned"
+    buffer = io.BytesIO()
+    torch.save({"state_dict": {}, "best_prec1": _RunsAShellCommand(marker)}, buffer)
+    payload = buffer.getvalue()
+    # a weak pin (as for unpinned archives or hash prefixes) lets the substituted file through the download
+    pin = akamaster.PINS[("cifar10", "resnet20")]
+    origin = pin.weights.url.rsplit("/", 1)[0]
+    file_server.add_file(f"/evil/{pin.weights.url.rsplit('/', 1)[1]}", payload)
+    weak = Download(pin.weights.url, "unpinned:test of a substituted file", pin.weights.path)
+    weights = fetch(weak, tmp_path / "downloads" / pin.weights.path, mirrors={origin: file_server.url("/evil")},
+                    backoff=0, progress=False)
+    with pytest.raises(UnsafeCheckpointError) as error:
+        get_source("akamaster").build(pin, files={pin.weights.path: str(weights)})
+    message = str(error.value)
+    assert str(weights) in message and "refusing to unpickle" in message and "posix.system" in message
+    assert not marker.exists()
+    with pytest.raises(UnsafeCheckpointError, match="member.pt: refusing to unpickle"):
+        load_weights(payload, name="member.pt")
+    assert not marker.exists()
+
+
+def test_a_file_that_is_no_checkpoint_is_named(tmp_path):
+    path = tmp_path / "weights.pth"
+    path.write_text("<html>quota exceeded</html>")
+    with pytest.raises(CheckpointError, match=f"{path}: not a readable PyTorch checkpoint"):
+        load_weights(path)

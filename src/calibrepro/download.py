@@ -3,7 +3,9 @@
 Every file the pipeline downloads is a :class:`Download`: a URL, a checksum and a
 path under the downloads directory. :func:`fetch` streams the URL to a temporary file beside the
 destination, verifies the checksum and only then renames it onto the destination; a failed
-transfer or a wrong checksum deletes the temporary file and raises an error naming the URL.
+transfer or a wrong checksum deletes the temporary file and raises an error naming the URL; a
+temporary file left by a download killed outright is removed by the next :func:`fetch` of the same
+destination (:func:`calibrepro.io.remove_stale_parts`).
 
 Checksum forms (``Download.checksum``):
 
@@ -35,7 +37,6 @@ import logging
 import os
 import re
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -44,6 +45,8 @@ from dataclasses import dataclass
 from http.client import HTTPException
 from pathlib import Path
 from typing import Mapping
+
+from calibrepro.io import new_part_file, remove_stale_parts
 
 
 @dataclass(frozen=True)
@@ -112,10 +115,11 @@ def parse_checksum(checksum: str) -> tuple[str, str]:
     return form, value
 
 
-def verify_checksum(path: str | Path, checksum: str, url: str | None = None) -> str:
+def verify_checksum(path: str | Path, checksum: str, url: str | None = None, saved_as: str | Path | None = None) -> str:
     """Check ``path`` against the pin ``checksum``; return the file's full sha256.
 
-    Raises :class:`ChecksumError` naming the URL (when given), the expected and the actual checksum.
+    Raises :class:`ChecksumError` naming the URL (when given), where the file goes (``saved_as``,
+    default ``path``), the expected and the actual checksum, and the file's size.
     """
     form, expected = parse_checksum(checksum)
     sha256 = sha256_of(path)
@@ -135,8 +139,9 @@ def verify_checksum(path: str | Path, checksum: str, url: str | None = None) -> 
         ok = sha256 == expected
         shown = f"sha256:{sha256}"
     if not ok:
-        where = f"{url} (saved as {path})" if url else str(path)
-        raise ChecksumError(f"checksum mismatch for {where}: expected {checksum}, got {shown}")
+        where = f"{url} (saved as {saved_as or path})" if url else str(saved_as or path)
+        size = Path(path).stat().st_size
+        raise ChecksumError(f"checksum mismatch for {where}: expected {checksum}, got {shown} ({size} bytes)")
     return sha256
 
 
@@ -178,12 +183,19 @@ def _open(url: str, timeout: float):
     try:
         return urllib.request.urlopen(request, timeout=timeout)  # follows redirects (301/302/303/307/308)
     except urllib.error.HTTPError as error:
+        if 300 <= error.code < 400:  # urllib gave up following: a loop, too many hops, or no Location
+            raise DownloadError(
+                f"{url}: redirect loop or too many redirects (gave up at HTTP {error.code} from {error.filename}); "
+                "check the URL and downloads.mirrors"
+            ) from None
         message = f"{url}: HTTP {error.code} {error.reason}"
         if error.code in RETRYABLE_STATUS:
             raise _Retryable(message) from error
         raise DownloadError(message) from error
     except (urllib.error.URLError, HTTPException, OSError) as error:
         reason = getattr(error, "reason", error)
+        if isinstance(reason, TimeoutError):
+            raise _Retryable(f"{url}: no answer within {timeout:g} s (downloads.timeout)") from error
         raise _Retryable(f"{url}: cannot connect ({reason})") from error
 
 
@@ -210,8 +222,13 @@ def _stream(url: str, target: Path, timeout: float, progress: bool) -> None:
         ) as bar:
             while True:
                 try:
-                    chunk = response.read(CHUNK_SIZE)
-                except (HTTPException, OSError) as error:  # IncompleteRead, reset, timeout
+                    chunk = response.read1(CHUNK_SIZE)  # what has arrived, so a stall is seen at once
+                except TimeoutError as error:
+                    raise _Retryable(
+                        f"{url}: the server stalled: nothing received for {timeout:g} s after {received} bytes "
+                        "(downloads.timeout); try again later or raise downloads.timeout"
+                    ) from error
+                except (HTTPException, OSError) as error:  # IncompleteRead, reset
                     raise _Retryable(f"{url}: connection lost after {received} bytes ({error!r})") from error
                 if not chunk:
                     break
@@ -260,6 +277,8 @@ def fetch(
     Raises :class:`ChecksumError` (the file is deleted) or :class:`DownloadError`, both naming the URL.
     """
     destination = Path(destination)
+    for stale in remove_stale_parts(destination):
+        _logger.info("removed %s, left by an interrupted download", stale)
     url = rewrite_url(download.url, mirrors)
     shown = url if url == download.url else f"{url} (mirror of {download.url})"
     parse_checksum(download.checksum)  # a malformed pin fails before any transfer
@@ -269,10 +288,7 @@ def fetch(
             return destination
         except ChecksumError:
             _logger.warning("%s exists but does not match %s; downloading it again", destination, download.checksum)
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{destination.name}.", suffix=".part", dir=destination.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
+    tmp = new_part_file(destination)
     try:
         for attempt in range(retries + 1):
             try:
@@ -291,7 +307,7 @@ def fetch(
                 _logger.warning("%s; retrying in %.1f s (%d/%d)", error, wait, attempt + 1, retries)
                 time.sleep(wait)
         try:
-            verify_checksum(tmp, download.checksum, shown)
+            verify_checksum(tmp, download.checksum, shown, saved_as=destination)
         except ChecksumError as error:
             raise ChecksumError(f"{error}; the downloaded file was deleted") from None
         os.chmod(tmp, _file_mode())

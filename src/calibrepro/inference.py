@@ -109,46 +109,79 @@ def predict(
 
 
 def environment(device: torch.device) -> dict:
-    """Versions of the libraries and the device that produced a logits archive."""
-    import torchvision
+    """Versions of the libraries and the device that produced a logits archive.
+
+    Package versions are read from the installed metadata, not by importing the packages: importing
+    timm (and torchvision through it) only for its version took seconds of a CIFAR logits job
+    (benchmarks/README.md, ``bench_logits.py``).
+    """
+    from importlib.metadata import PackageNotFoundError, version
 
     info = {
         "python": platform.python_version(),
         "numpy": np.__version__,
         "torch": torch.__version__,
-        "torchvision": torchvision.__version__,
         "platform": platform.platform(),
         "device": str(device),
         "device_name": device_name(device),
     }
-    try:
-        import timm
-
-        info["timm"] = timm.__version__
-    except ImportError:  # pragma: no cover - timm is a dependency
-        pass
+    for package in ("torchvision", "timm"):
+        try:
+            info[package] = version(package)
+        except PackageNotFoundError:  # pragma: no cover - both are dependencies
+            pass
     if device.type == "cuda":
         info["cuda"] = torch.version.cuda
         info["cudnn"] = torch.backends.cudnn.version()
     return info
 
 
-def load_weights(source: str | Path | bytes):
+class CheckpointError(ValueError):
+    """A weights file cannot be loaded (not a PyTorch checkpoint, or an unsafe one)."""
+
+
+class UnsafeCheckpointError(CheckpointError):
+    """A checkpoint holds pickled objects other than tensors and plain containers; it was not loaded."""
+
+
+def load_weights(source: str | Path | bytes, name: str | None = None):
     """``torch.load`` a checkpoint (a path, or the bytes of an archive member) onto the CPU.
 
-    ``weights_only=True`` first; full unpickling only as a fallback for old checkpoints that store
-    non-tensor objects (e.g. numpy scalars). Every checkpoint passed here has been checksum-verified
-    by :func:`calibrepro.download.fetch` (or, for unpinned archives, is verified by a strict load).
+    Always ``weights_only=True``: torch unpickles only tensors, plain containers and numbers, so a
+    crafted file cannot run code. This is never relaxed, as a file pinned by a short hash prefix, an
+    unpinned archive or a mirror could have been replaced. Every original checkpoint the zoo pins
+    loads this way (akamaster's ``.th`` files are a dict of a ``state_dict`` and a float
+    ``best_prec1``; the others are plain state dicts), so no extra class is allowed.
+
+    ``name`` names ``source`` in errors (give it for bytes, e.g. ``archive.zip:member``). Raises
+    :class:`UnsafeCheckpointError` when the file holds anything else, :class:`CheckpointError` when
+    it is no PyTorch checkpoint; both name the file.
     """
     import io
+    import pickle
+    import re
 
-    def _open():
-        return io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source
-
+    is_bytes = isinstance(source, (bytes, bytearray))
+    shown = name or ("checkpoint bytes" if is_bytes else str(source))
     try:
-        return torch.load(_open(), map_location="cpu", weights_only=True)
-    except Exception:  # noqa: BLE001 - pickle.UnpicklingError and friends, depending on the torch version
-        return torch.load(_open(), map_location="cpu", weights_only=False)
+        return torch.load(io.BytesIO(source) if is_bytes else source, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        found = re.search(r"GLOBAL ([\w.]+)", str(error))
+        if found is None:
+            raise CheckpointError(
+                f"{shown}: not a readable PyTorch checkpoint (the weights-only unpickler cannot parse it); "
+                "delete the file and download it again"
+            ) from None
+        raise UnsafeCheckpointError(
+            f"{shown}: refusing to unpickle this checkpoint: it holds a pickled {found.group(1)}, not only "
+            "tensors and plain containers, and loading it could run arbitrary code. Delete the file and "
+            "fetch the original (check downloads.mirrors if it came from a mirror)."
+        ) from None
+    except (RuntimeError, KeyError, EOFError, ValueError) as error:
+        raise CheckpointError(
+            f"{shown}: not a readable PyTorch checkpoint ({type(error).__name__}: {str(error)[:200]}); "
+            "delete the file and download it again"
+        ) from None
 
 
 def strip_prefix(state_dict: dict, prefix: str = "module.") -> dict:

@@ -6,13 +6,16 @@ partial file behind under the final name.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import re
+import socket
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping
 
 import numpy as np
 
@@ -22,14 +25,72 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 
 
-@contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; move it onto ``path`` only if the block succeeds."""
+_HOST = socket.gethostname()
+
+
+def new_part_file(path: str | os.PathLike) -> Path:
+    """Create an empty hidden temporary file beside ``path``: ``.<name>.<pid>@<host>.<random>.part``.
+
+    The writer's process id and host in the name let :func:`remove_stale_parts` tell a file left by
+    a killed writer from one still being written.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}@{_HOST}.", suffix=".part", dir=path.parent)
     os.close(fd)
-    tmp = Path(tmp)
+    return Path(tmp)
+
+
+#: what follows ``.<name>.`` in a part file's name: ``<pid>@<host>.`` (absent in names written before
+#: writers were recorded) and mkstemp's 8 random characters
+_PART_MIDDLE = re.compile(r"^(?:(?P<pid>\d+)@(?P<host>.+)\.)?[a-z0-9_]{8}$")
+
+
+def _is_stale(middle: str) -> bool:
+    """Whether a part file whose name has ``middle`` was left by a writer that is gone."""
+    found = _PART_MIDDLE.match(middle)
+    if found is None:
+        return False  # not a part file of this target (e.g. of ``<name>.png`` beside ``<name>``)
+    if found["pid"] is None:
+        return True  # no writer recorded: an old interrupted write that nobody finishes
+    if found["host"] != _HOST:
+        return False  # cannot be checked from here; its own host's next run removes it
+    try:
+        os.kill(int(found["pid"]), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # a running process of another user
+        return False
+    return False
+
+
+def remove_stale_parts(path: str | os.PathLike) -> list[Path]:
+    """Delete the ``.part`` files beside ``path`` that killed writers of ``path`` left; return them.
+
+    Called by every writer of ``path`` before it writes (:func:`atomic_path`,
+    :func:`calibrepro.download.fetch`): a write interrupted by SIGKILL or a power cut cannot clean
+    up after itself, so the next run of the step that owns the file does. Part files of a writer
+    that is still running are kept.
+    """
+    path = Path(path)
+    prefix, removed = f".{path.name}.", []
+    if not path.parent.is_dir():
+        return removed
+    for candidate in path.parent.glob(f"{glob.escape(prefix)}*.part"):
+        if _is_stale(candidate.name[len(prefix): -len(".part")]):
+            candidate.unlink(missing_ok=True)
+            removed.append(candidate)
+    return removed
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; move it onto ``path`` only if the block succeeds.
+
+    Part files that killed earlier writers of ``path`` left behind are removed first.
+    """
+    remove_stale_parts(path)
+    tmp = new_part_file(path)
     try:
         yield tmp
         os.chmod(tmp, 0o666 & ~_UMASK)
@@ -109,11 +170,64 @@ def validate_logits(logits, labels, where: str = "logits") -> Logits:
     return Logits(logits.astype(np.float32, copy=False), labels.astype(np.int64, copy=False))
 
 
+#: the largest array a logits archive may declare (elements): 2**32 float32 values are 16 GiB, far above
+#: ImageNet's 50,000 x 1,000; a larger shape in a member's header is a corrupt or crafted file
+MAX_ARRAY_ELEMENTS = 2**32
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+_HOW_TO_WRITE = "write it with numpy.savez(path, logits=logits, labels=labels)"
+
+
+def _check_archive(path: Path) -> None:
+    """Reject files that are no .npz and members whose header declares an impossible array, before loading.
+
+    Reads only the magic bytes and each member's ``.npy`` header (numpy.lib.format), so a header
+    declaring 10**14 elements fails here instead of allocating.
+    """
+    import zipfile
+
+    from numpy.lib import format as npy_format
+
+    with open(path, "rb") as handle:
+        magic = handle.read(6)
+    if magic == npy_format.MAGIC_PREFIX:
+        raise LogitsFileError(
+            f"{path}: this is a single NumPy array (.npy) under an .npz name; the file must be an .npz archive "
+            f"holding two arrays: {_HOW_TO_WRITE}"
+        )
+    if magic[:4] not in _ZIP_MAGIC:
+        raise LogitsFileError(f"{path}: not a NumPy archive (.npz is a zip file of arrays); {_HOW_TO_WRITE}")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for member in archive.infolist():
+                if not member.filename.endswith(".npy"):
+                    continue
+                with archive.open(member) as stream:
+                    version = npy_format.read_magic(stream)
+                    read_header = (
+                        npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
+                    )  # 2.0 and 3.0 headers share a layout (3.0 only allows utf-8 field names)
+                    shape, _, dtype = read_header(stream)
+                    data_bytes = member.file_size - stream.tell()
+                elements = int(np.prod(shape, dtype=object))
+                name = member.filename[: -len(".npy")]
+                if elements > MAX_ARRAY_ELEMENTS or elements * dtype.itemsize > data_bytes:
+                    raise LogitsFileError(
+                        f"{path}: array {name!r} declares shape {shape} ({elements:.3g} values of {dtype}), more than "
+                        f"the file holds or any logits archive needs (at most {MAX_ARRAY_ELEMENTS:.3g}); the file is "
+                        f"corrupt: {_HOW_TO_WRITE}"
+                    )
+    except (zipfile.BadZipFile, ValueError, EOFError) as error:
+        if isinstance(error, LogitsFileError):
+            raise
+        raise LogitsFileError(f"{path}: not a readable .npz archive ({error}); {_HOW_TO_WRITE}") from None
+
+
 def load_logits(path: str | os.PathLike) -> Logits:
     """Read and validate a logits archive (``.npz`` with arrays ``logits`` and ``labels``)."""
     path = Path(path)
     if not path.is_file():
         raise LogitsFileError(f"{path}: no such file")
+    _check_archive(path)
     try:
         with np.load(path, allow_pickle=False) as archive:
             missing = {"logits", "labels"} - set(archive.files)
@@ -129,6 +243,38 @@ def load_logits(path: str | os.PathLike) -> Logits:
             raise
         raise LogitsFileError(f"{path}: not a readable .npz archive ({error})") from error
     return result
+
+
+def check_agreement(files: Mapping[str, str | os.PathLike], group: str = "files given together") -> None:
+    """Check that logits archives meant for one data set agree: same N, same K, the same labels in order.
+
+    ``files`` maps what to call each file in a message (its path, or ``model (path)``) to its path;
+    ``group`` says what they have in common (e.g. ``data set 'mydata'``). Each file is compared with
+    the first, holding two archives in memory at a time. Raises :class:`LogitsFileError` naming both
+    files and both counts.
+    """
+    if len(files) < 2:
+        return
+    items = iter(files.items())
+    first_name, first_path = next(items)
+    first = load_logits(first_path)
+    fix = "all must hold the logits of the same evaluation samples in the same order"
+    for name, path in items:
+        other = load_logits(path)
+        (n1, k1), (n2, k2) = first.logits.shape, other.logits.shape
+        if n1 != n2:
+            raise LogitsFileError(f"{group}: {first_name} has {n1} samples but {name} has {n2}; {fix}")
+        if k1 != k2:
+            raise LogitsFileError(
+                f"{group}: {first_name} has {k1} classes but {name} has {k2}; models compared together must "
+                "share one label set"
+            )
+        differ = np.flatnonzero(first.labels != other.labels)
+        if differ.size:
+            raise LogitsFileError(
+                f"{group}: {first_name} and {name} have different labels in {differ.size} of {n1} rows "
+                f"(first at row {differ[0]}); {fix}"
+            )
 
 
 def save_logits(path: str | os.PathLike, logits, labels, metadata: dict | None = None) -> None:

@@ -28,7 +28,8 @@ class SplitMismatchError(ValueError):
 def split_step(logits_path, calibration_fraction: float, seed: int, output) -> None:
     """Draw the calibration/test split of a data set from the labels of one of its models."""
     labels = load_logits(logits_path).labels
-    calibration, test = make_split(labels, calibration_fraction, seed)
+    where = f"data set {Path(logits_path).parent.name!r}"  # results/logits/{dataset}/{model}.npz
+    calibration, test = make_split(labels, calibration_fraction, seed, where=where)
     save_split(output, calibration, test, labels)
 
 

@@ -13,6 +13,7 @@ from calibrepro.config import (
     source_settings,
     validate_config,
 )
+from calibrepro.io import LogitsFileError, check_agreement
 from calibrepro.zoo import LogitsRequest, get_source
 
 min_version("9.0")
@@ -152,6 +153,12 @@ def check_sources():
         if (dataset, model) in pending:
             spec = config["models"][dataset][model]
             get_source(spec["source"]).check(dataset, model, spec, SETTINGS)
+    for dataset in sorted({dataset for dataset, _ in pending}):  # users' files of one data set must agree
+        user_files = {f"{m} ({s['path']})": s["path"] for m, s in config["models"][dataset].items() if s["source"] == "logits"}
+        try:
+            check_agreement(user_files, group=f"models of data set {dataset!r}")
+        except LogitsFileError as error:
+            raise WorkflowError(str(error)) from None
 
 
 onstart:

@@ -45,6 +45,11 @@ _TEXT = {
         "overall": "**Identical at the printed precision: {identical} of {compared} compared cells ({percent}).**",
         "overall_noise": " Within the split noise: {within} of {noisy}.",
         "overall_none": "**No published cell has a regenerated value to compare with.**",
+        "none_help": "None of the regenerated models ({ours}) has published values here, so this report "
+        "compares nothing; the offline demo's models have none. To compare your own models, write their "
+        "published numbers to a CSV with the columns `dataset,model,method,metric,value` (values as printed, "
+        "percent metrics in %, e.g. ECE `1.90`) and set `report.published` to its path in your config; "
+        "`config/thesis.yaml` compares the thesis's models with its appendix.",
         "glance": "Per table: {items}.",
         "rules": "How to read: *identical* = our value formatted like the published number (same decimals, "
         "percent metrics x100) is the same string; *difference* = ours minus published, in printed units "
@@ -91,6 +96,11 @@ _TEXT = {
         "overall": "**Совпадают с точностью печати: {identical} из {compared} сравненных ячеек ({percent}).**",
         "overall_noise": " В пределах разброса по разбиениям: {within} из {noisy}.",
         "overall_none": "**Ни одной опубликованной ячейке не соответствует полученное значение.**",
+        "none_help": "Ни для одной из полученных моделей ({ours}) здесь нет опубликованных значений, "
+        "поэтому отчёт ничего не сравнивает; у моделей офлайн-демо их нет. Чтобы сравнить свои модели, "
+        "запишите опубликованные числа в CSV со столбцами `dataset,model,method,metric,value` (значения как "
+        "напечатаны, метрики в % – в процентах, например ECE `1.90`) и укажите путь к нему в `report.published`; "
+        "`config/thesis.yaml` сравнивает модели диплома с его приложением.",
         "glance": "По таблицам: {items}.",
         "rules": "Как читать: *совпадает* – наше значение, напечатанное как опубликованное (столько же знаков, "
         "метрики в % умножены на 100), даёт ту же строку; *разность* – наше минус опубликованное, в единицах "
@@ -312,7 +322,8 @@ def render_reproduction(
 
     identical, compared, within, noisy = stats(comparisons)
     if not comparisons:
-        out += [t["overall_none"], ""]
+        ours = md_escape(_shorten([f"{dataset}/{model}" for dataset, model in metrics.rows]))
+        out += [t["overall_none"], "", t["none_help"].format(ours=ours), ""]
     else:
         line = t["overall"].format(identical=identical, compared=compared, percent=_percent(identical, compared))
         if has_noise:

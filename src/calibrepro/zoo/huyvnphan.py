@@ -152,8 +152,8 @@ class HuyvnphanSource(PretrainedSource):
         module = import_code_file(root / code_file, f"huyvnphan_{COMMIT[:12]}")
         model = getattr(module, builder)(pretrained=False)
         if pretrained:
-            blob = read_member(local_file(files, pin.weights), pin.member)
-            state_dict = load_weights(blob)
+            archive = local_file(files, pin.weights)
+            state_dict = load_weights(read_member(archive, pin.member), name=f"{archive}:{pin.member}")
             try:
                 model.load_state_dict(state_dict, strict=True)
             except (RuntimeError, TypeError, AttributeError) as error:
