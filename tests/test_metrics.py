@@ -9,7 +9,8 @@ import pytest
 from sklearn.metrics import brier_score_loss, log_loss
 
 from calibrepro import metrics as M
-from calibrepro.metrics import METRICS, bin_index, compute_metrics, reliability_bins
+from calibrepro.metrics import METRICS, bin_index, compute_metrics
+from calibrepro.reliability import reliability_bins
 
 # Four binary samples used by several hand computations (M = 5 bins of width 0.2):
 #   confidences 0.9 (correct), 0.8 (wrong), 0.6 (correct), 1.0 (correct)

@@ -43,7 +43,6 @@ __all__ = [
     "mce",
     "mce_equal_mass",
     "nll",
-    "reliability_bins",
     "smooth_ece",
 ]
 
@@ -519,17 +518,3 @@ def compute_metrics(probs, labels, names: Sequence[str], bins: int = 15) -> dict
             out[name] = (_ece_from if name == "ece_equal_mass" else _mce_from)(mass)
     return out
 
-
-def reliability_bins(probs, labels, bins: int = 15) -> dict:
-    """Reliability-diagram data (thesis eq. (5), fig. 1(b)) per equal-width bin, JSON-ready.
-
-    Returns ``{"count": [...], "confidence": [...], "accuracy": [...]}``: for every bin
-    ``((m-1)/M, m/M]`` of the top-label confidence, the number of samples ``|B_m|``, the mean
-    confidence ``C_m`` and the accuracy ``A_m`` (``None`` where the bin is empty).  The bin
-    weight of the diagram is ``count / sum(count)``.
-    """
-    p, y = _check(probs, labels)
-    count, conf_sum, acc_sum = _equal_width_stats(*top_label(p, y), bins)
-    conf = [None if c == 0 else float(s / c) for c, s in zip(count, conf_sum, strict=True)]
-    acc = [None if c == 0 else float(s / c) for c, s in zip(count, acc_sum, strict=True)]
-    return {"count": [int(c) for c in count], "confidence": conf, "accuracy": acc}

@@ -15,7 +15,8 @@ import numpy as np
 
 from calibrepro.calibrators import calibrator_from_json, make_calibrator
 from calibrepro.io import load_logits, read_json, write_json, write_text
-from calibrepro.metrics import compute_metrics, reliability_bins
+from calibrepro.metrics import compute_metrics
+from calibrepro.reliability import reliability_bins, write_reliability
 from calibrepro.splits import load_split, make_split, save_split
 
 METRICS_COLUMNS = ("dataset", "model", "method", "seed", "metric", "value")
@@ -74,10 +75,7 @@ def evaluate_step(
         rows += [(dataset, model, method, seed, metric, values[metric]) for metric in metrics]
         reliability[method] = reliability_bins(probabilities, labels, bins=bins)
     write_text(metrics_output, _metrics_csv(rows))
-    write_json(
-        reliability_output,
-        {"dataset": dataset, "model": model, "seed": seed, "bins": bins, "methods": reliability},
-    )
+    write_reliability(reliability_output, dataset=dataset, model=model, seed=seed, bins=bins, methods=reliability)
 
 
 def _metrics_csv(rows: Iterable[tuple]) -> str:
@@ -105,10 +103,7 @@ def gather_metrics_step(inputs: Sequence[str | Path], output) -> None:
 # ------------------------------------------------------------------------------------------------
 # Uncertainty (issue 12): bootstrap intervals, paired comparisons, ranks, calibration-set-size study
 # ------------------------------------------------------------------------------------------------
-INTERVAL_COLUMNS = ("dataset", "model", "method", "seed", "metric", "estimate", "low", "high", "level", "B")
-COMPARISON_COLUMNS = (
-    "dataset", "model", "seed", "metric", "method", "best", "difference", "low", "high", "level", "B", "tied",
-)
+from calibrepro.report.uncertainty_files import COMPARISON_COLUMNS, INTERVAL_COLUMNS  # noqa: E402
 
 
 def _csv_text(columns: Sequence[str], rows: Iterable[Sequence]) -> str:
