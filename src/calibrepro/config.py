@@ -104,6 +104,10 @@ def _check_uncertainty(config: dict) -> None:
         metric = config[section][key.split(".")[1]]
         if config[section]["enabled"] and metric not in config["metrics"]:
             raise ConfigError(f"{key}: {metric!r} is not one of the configured metrics ({', '.join(config['metrics'])})")
+    report = config["report"]
+    for key, on in (("report.mark_ties", report["mark_ties"]), ("report.cells", report["cells"] == "interval")):
+        if on and not config["uncertainty"]["enabled"]:
+            raise ConfigError(f"{key}: needs the bootstrap; set uncertainty.enabled: true (or turn {key} off)")
     try:
         check_size_study_config(config)
     except SizeStudyError as error:

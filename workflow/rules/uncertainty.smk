@@ -7,6 +7,25 @@ SIZE_STUDY = config["size_study"]
 DATASETS = list(config["models"])
 
 
+#: level of the Wilson error bars on the reliability diagrams (None: the thesis's style, no bars)
+RELIABILITY_LEVEL = UNCERTAINTY["level"] if config["report"]["reliability_intervals"] else None
+
+
+def uncertainty_table_inputs():
+    """Extra named inputs of the table rule: comparisons for tie marks, intervals for interval cells."""
+    inputs = {}
+    if config["report"]["mark_ties"]:
+        inputs["comparisons"] = "results/comparisons.csv"
+    if config["report"]["cells"] == "interval":
+        inputs["intervals"] = "results/intervals.csv"
+    return inputs
+
+
+def uncertainty_reproduction_inputs():
+    """Extra named input of the reproduction rule: the intervals, when they are computed."""
+    return {"intervals": "results/intervals.csv"} if UNCERTAINTY["enabled"] else {}
+
+
 def uncertainty_paths():
     """Targets of this file for `rule all` (nothing unless enabled in the config)."""
     paths = []
