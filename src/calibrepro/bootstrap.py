@@ -34,7 +34,6 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 from scipy import sparse
-from scipy.signal import fftconvolve
 
 from calibrepro import metrics as M
 
@@ -66,25 +65,71 @@ def resample_counts(n: int, resamples: int, seed) -> np.ndarray:
     return counts
 
 
-def _sorted_prefix_sums(cum: np.ndarray, step: np.ndarray, counts_cum: np.ndarray, pos: np.ndarray):
-    """Sum of a per-sample quantity over the first ``pos`` positions of each sorted resample.
+def _reflected_convolution_columns(kernel: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """Coefficients ``C[j, c]`` of grid value j in output ``columns[c]`` of the reflected convolution.
 
-    ``cum`` (b, N): cumulative sums of ``w * x`` in sorted order; ``step`` (N,): x in sorted order;
-    ``counts_cum`` (b, N): cumulative counts; ``pos`` (b, P): positions (0..N).  The sample at
-    position ``pos`` is the first whose cumulative count exceeds it; the positions before it hold
-    all copies of the earlier samples and ``pos - (cumulative count before it)`` copies of it.
+    The output of :func:`calibrepro.metrics._smooth` before interpolation is
+    ``np.convolve(reflect(v), kernel, "valid")[G//2 : G//2 + G]`` with ``reflect(v)`` the grid
+    mirrored at both ends; value ``v_j`` sits at positions ``G-1-j`` (j >= 1), ``G-1+j`` and
+    ``3G-3-j`` (j <= G-2) of the mirrored array, and position e enters output n with weight
+    ``kernel[G-1-e+n]``.  Same products as ``np.convolve``, summed in another order.
     """
-    b, n = counts_cum.shape
-    offsets = (np.arange(b) * (n + 1))[:, None]
-    flat = (counts_cum + offsets).ravel()
-    s = np.searchsorted(flat, (pos + offsets).ravel(), side="right").reshape(pos.shape)
-    s -= (np.arange(b) * n)[:, None]
-    s_clipped = np.minimum(s, n - 1)
-    rows = np.arange(b)[:, None]
-    before_count = np.where(s > 0, counts_cum[rows, np.maximum(s - 1, 0)], 0)
-    before_sum = np.where(s > 0, cum[rows, np.maximum(s - 1, 0)], 0.0)
-    partial = np.where(s < n, (pos - before_count) * step[s_clipped], 0.0)
-    return before_sum + partial
+    size = kernel.size
+    j = np.arange(size)[:, None]
+    n = (np.asarray(columns) + size // 2)[None, :]
+    coefficients = np.zeros((size, n.shape[1]))
+    for position, present in ((size - 1 - j, j >= 1), (size - 1 + j, True), (3 * size - 3 - j, j <= size - 2)):
+        index = size - 1 - position + n
+        valid = present & (index >= 0) & (index < size)
+        coefficients += np.where(valid, kernel[np.clip(index, 0, size - 1)], 0.0)
+    return coefficients
+
+
+class _SortedResamples:
+    """A block of resamples in confidence order: cumulative counts, confidence sums and correct counts.
+
+    Row r lists, in the samples' sorted order, how many copies of each the r-th resample holds;
+    position j (0-based) of the sorted resample is a copy of the first sample whose cumulative
+    count exceeds j.  (Counts and correct counts are integers below 2^53: their float sums are exact.)
+    """
+
+    def __init__(self, w_t: np.ndarray, order: np.ndarray, sorted_conf: np.ndarray, sorted_correct: np.ndarray):
+        ws = w_t[order]  # (N, b): sample-major, so the cumulative sums run down contiguous rows (fast)
+        self.n, self.b = ws.shape
+        self.cw = np.ascontiguousarray(np.cumsum(ws, axis=0).T)  # (b, N): searched row by row
+        self.cc = np.cumsum(ws * sorted_conf[:, None], axis=0)  # (N, b)
+        self.ca = np.cumsum(ws * sorted_correct[:, None], axis=0)  # (N, b)
+        self.sorted_conf = sorted_conf
+        self.sorted_correct = sorted_correct
+        # rows shifted apart, so one searchsorted serves every row
+        self._offsets = (np.arange(self.b) * (self.n + 1.0))[:, None]
+        self._flat = (self.cw + self._offsets).ravel()
+
+    def sample_at(self, positions: np.ndarray) -> np.ndarray:
+        """(b, P) sorted-sample index holding position ``positions`` (b, P) of each resample (N past the end)."""
+        found = np.searchsorted(self._flat, (positions + self._offsets).ravel(), side="right")
+        return found.reshape(positions.shape) - (np.arange(self.b) * self.n)[:, None]
+
+    def prefix(self, positions: np.ndarray):
+        """Count-free sums over the first ``positions`` (b, P) sorted positions: (conf sum, correct sum)."""
+        s = self.sample_at(positions)
+        rows = np.arange(self.b)[:, None]
+        before = np.maximum(s - 1, 0)
+        has_before = s > 0
+        before_count = np.where(has_before, self.cw[rows, before], 0.0)
+        copies = np.where(s < self.n, positions - before_count, 0)
+        inside = np.minimum(s, self.n - 1)
+        conf = np.where(has_before, self.cc[before, rows], 0.0) + copies * self.sorted_conf[inside]
+        correct = np.where(has_before, self.ca[before, rows], 0.0) + copies * self.sorted_correct[inside]
+        return conf, correct
+
+    def upto(self, cut: np.ndarray):
+        """Sums over the samples whose sorted index is below ``cut`` (b, P): (count, conf sum, correct sum)."""
+        rows = np.arange(self.b)[:, None]
+        last = np.maximum(cut - 1, 0)
+        some = cut > 0
+        return (np.where(some, self.cw[rows, last], 0.0), np.where(some, self.cc[last, rows], 0.0),
+                np.where(some, self.ca[last, rows], 0.0))
 
 
 class MetricResampler:
@@ -155,26 +200,23 @@ class MetricResampler:
         self.smooth_ones = sparse.csr_matrix((weights, (rows, cols)), shape=(self.n, size))
         residual = np.concatenate([conf - correct, conf - correct])
         self.smooth_residual = sparse.csr_matrix((weights * residual, (rows, cols)), shape=(self.n, size))
-        # the linear map grid -> smoothed values at the evaluation points (reflect, convolve, interpolate)
-        reflected = np.concatenate([np.eye(size)[:, ::-1][:, :-1], np.eye(size), np.eye(size)[:, ::-1][:, 1:]], axis=1)
-        kernel = M.reflected_gaussian_kernel(sigma, size)
-        conv = fftconvolve(reflected, kernel[None, :], mode="valid", axes=1)[:, size // 2 : size // 2 + size]
-        t = M.smooth_eval_points(sigma)
-        i, w = M.interpolation_weights(t, size)
-        interp = np.zeros((size, t.size))
-        interp[i, np.arange(t.size)] += 1 - w
-        interp[i + 1, np.arange(t.size)] += w
-        self.smooth_map = conv @ interp
+        # grid -> smoothed values at the evaluation points, a (G, points) matrix: only the grid
+        # columns the interpolation reads are computed
+        i, frac = M.interpolation_weights(M.smooth_eval_points(sigma), size)
+        columns, where = np.unique(np.concatenate([i, i + 1]), return_inverse=True)
+        conv = _reflected_convolution_columns(M.reflected_gaussian_kernel(sigma, size), columns)
+        self.smooth_map = conv[:, where[: i.size]] * (1 - frac) + conv[:, where[i.size :]] * frac
         self.smooth_bandwidth = sigma
 
     # ------------------------------------------------------------------ replicates
     def replicates(self, counts: np.ndarray) -> dict[str, np.ndarray]:
         """Metric values of the resamples whose counts are the rows of ``counts`` (b, N)."""
         w = np.asarray(counts, dtype=np.float64)
+        w_t = np.ascontiguousarray(w.T)  # (N, b): for the sparse products and the sorted sums
         n = float(self.n)
         out: dict[str, np.ndarray] = {}
         width = None
-        sorted_cums = None
+        sorted_block = None
         for name in self.names:
             if name in self.sample_terms:
                 out[name] = (w @ self.sample_terms[name]) / n
@@ -184,77 +226,56 @@ class MetricResampler:
                     width = (s[:, : self.bins], s[:, self.bins : 2 * self.bins], s[:, 2 * self.bins :])
                 out[name] = _binned(name, *width, n)
             elif name in ("ece_equal_mass", "mce_equal_mass", "ece_l2_debiased"):
-                if sorted_cums is None:
-                    ws = w[:, self.order]
-                    sorted_cums = (
-                        np.cumsum(ws, axis=1),
-                        np.cumsum(ws * self.sorted_conf, axis=1),
-                        np.cumsum(ws * self.sorted_correct, axis=1),
-                    )
+                if sorted_block is None:
+                    sorted_block = _SortedResamples(w_t, self.order, self.sorted_conf, self.sorted_correct)
                 if name == "ece_l2_debiased":
-                    out[name] = self._debiased(*sorted_cums)
+                    out[name] = self._debiased(sorted_block)
                 else:
-                    out[name] = self._equal_mass(name, *sorted_cums)
-            elif name == "classwise_ece":
-                out[name] = self._classwise(w)
-            else:  # smooth_ece
-                out[name] = self._smooth(w)
+                    out[name] = self._equal_mass(name, sorted_block)
+            else:
+                out[name] = self._classwise(w, w_t) if name == "classwise_ece" else self._smooth(w_t)
         return out
 
-    def _equal_mass(self, name, cw, cc, ca):
+    def _equal_mass(self, name, block: _SortedResamples):
         n, bins = self.n, self.bins
         sizes = np.full(bins, n // bins)
         sizes[: n % bins] += 1
         sizes = sizes[sizes > 0]
-        bounds = np.broadcast_to(np.concatenate([[0], np.cumsum(sizes)]), (cw.shape[0], sizes.size + 1))
-        conf_at = _sorted_prefix_sums(cc, self.sorted_conf, cw, bounds)
-        acc_at = _sorted_prefix_sums(ca, self.sorted_correct, cw, bounds)
+        bounds = np.broadcast_to(np.concatenate([[0], np.cumsum(sizes)]), (block.b, sizes.size + 1))
+        conf_at, acc_at = block.prefix(bounds)
         gap = np.abs(np.diff(acc_at, axis=1) - np.diff(conf_at, axis=1)) / sizes
         if name == "mce_equal_mass":
             return gap.max(axis=1)
         return gap @ (sizes / n)
 
-    def _debiased(self, cw, cc, ca):
-        n, b = self.n, cw.shape[0]
+    def _debiased(self, block: _SortedResamples):
+        n, b = self.n, block.b
         parts = min(self.bins, n)
         ends = np.cumsum(np.full(parts, n // parts) + (np.arange(parts) < n % parts))[:-1]
-        # value at sorted position j of each resample: the sample whose copies cover j
-        offsets = (np.arange(b) * (n + 1))[:, None]
-        flat = (cw + offsets).ravel()
-
-        def value_at(positions):
-            pos = np.broadcast_to(positions, (b, positions.size))
-            s = np.searchsorted(flat, (pos + offsets).ravel(), side="right").reshape(pos.shape)
-            return self.sorted_conf[s - (np.arange(b) * n)[:, None]]
-
-        edges = (value_at(ends - 1) + value_at(ends)) / 2.0
-        edges = np.concatenate([edges, np.ones((b, 1))], axis=1)
-        # samples with conf <= edge (sorted) form the bins; bin sums from cumulative sums
-        upto = np.searchsorted(self.sorted_conf, edges.ravel(), side="right").reshape(edges.shape)
-        rows = np.arange(b)[:, None]
-
-        def cum_at(cum):
-            return np.where(upto > 0, cum[rows, np.maximum(upto - 1, 0)], 0.0)
-
-        count = np.diff(cum_at(cw), axis=1, prepend=0.0)
-        conf_sum = np.diff(cum_at(cc), axis=1, prepend=0.0)
-        acc_sum = np.diff(cum_at(ca), axis=1, prepend=0.0)
+        # the values at the two sides of every chunk boundary of the sorted resample
+        around = block.sample_at(np.broadcast_to(np.concatenate([ends - 1, ends]), (b, 2 * ends.size)))
+        values = self.sorted_conf[around]
+        edges = np.concatenate([(values[:, : ends.size] + values[:, ends.size :]) / 2.0, np.ones((b, 1))], axis=1)
+        # a bin holds the samples with conf <= its edge and above the previous edge
+        cut = np.searchsorted(self.sorted_conf, edges.ravel(), side="right").reshape(edges.shape)
+        count, conf_sum, acc_sum = (np.diff(x, axis=1, prepend=0.0) for x in block.upto(cut))
         return M._debiased_from(count, conf_sum, acc_sum, n)
 
-    def _classwise(self, w):
+    def _classwise(self, w, w_t):
         bins, k = self.bins, self.k
-        positives = np.asarray(self.class_pos.T @ w.T).T
-        big = np.asarray(self.class_big.T @ w.T).T
+        positives = np.asarray(self.class_pos.T @ w_t).T
+        big = np.asarray(self.class_big.T @ w_t).T
         first = w @ self.probs  # (b, K): sums of every entry; minus the big ones gives the first bin
-        big_total = np.asarray(self.class_big_first.T @ w.T).T.reshape(-1, k, bins)[:, :, 0]
+        big_total = np.asarray(self.class_big_first.T @ w_t).T.reshape(-1, k, bins)[:, :, 0]
         sums = big.reshape(-1, k, bins)
         sums[:, :, 0] += first - big_total
         return np.abs(positives.reshape(-1, k, bins) - sums).sum(axis=(1, 2)) / self.n / k
 
-    def _smooth(self, w):
-        ones = np.asarray(self.smooth_ones.T @ w.T).T @ self.smooth_map
-        residual = np.asarray(self.smooth_residual.T @ w.T).T @ self.smooth_map
-        density = ones + M.SMOOTH_ECE_DENSITY_FLOOR
+    def _smooth(self, w_t):
+        grid_ones = np.asarray(self.smooth_ones.T @ w_t).T  # (b, G) grid values of every resample
+        grid_residual = np.asarray(self.smooth_residual.T @ w_t).T
+        density = grid_ones @ self.smooth_map + M.SMOOTH_ECE_DENSITY_FLOOR
+        residual = grid_residual @ self.smooth_map
         return np.sum(np.abs(residual / density) * density, axis=1) / np.sum(density, axis=1)
 
 
