@@ -4,13 +4,14 @@ Intervals: synthetic test halves of the thesis's 32 models (13 x K=10 and 15 x K
 test samples, 4 x K=1000 with 25,000), six methods each (six temperatures of the same logits, so
 the probability matrices differ as calibrators' do), every metric of ``calibrepro.metrics.METRICS``
 (``--metrics`` to restrict), resampled with shared counts per model as ``bootstrap_step`` does:
-counts, replicates, percentile intervals and paired differences. One process, serial; the time per
-shape is printed.
+counts, replicates, percentile intervals and paired differences. Models run in ``--jobs``
+worker processes (default 1: serial, numpy's BLAS may use every core; 2 = what Snakemake does with
+``--cores 2``, one BLAS thread per worker); the time per shape and the total wall time are printed.
 
 Size study: ``--size-study DIR`` also times ``size_study_step`` on the demo's cached logits and split
 in DIR (a finished ``make demo`` / snakemake working directory), with the demo's sizes and seeds.
 
-    .venv/bin/python benchmarks/bench_bootstrap.py [--resamples 1000] [--models 13,15,4] [--size-study .]
+    .venv/bin/python benchmarks/bench_bootstrap.py [--resamples 1000] [--models 13,15,4] [--jobs 2] [--size-study .]
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -58,19 +60,40 @@ def one_model(k: int, n: int, seed: int, names: list[str], resamples: int) -> No
         paired_differences({m: replicates[m][name] for m in methods}, estimates, methods[0], 0.95)
 
 
+def _timed_model(job):
+    k, n, seed, names, resamples, single_thread = job
+    if single_thread:
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(1):
+            start = time.perf_counter()
+            one_model(k, n, seed, names, resamples)
+    else:
+        start = time.perf_counter()
+        one_model(k, n, seed, names, resamples)
+    return k, time.perf_counter() - start
+
+
 def time_intervals(args) -> None:
     names = args.metrics.split(",") if args.metrics else list(M.METRICS)
     counts = [int(c) for c in args.models.split(",")]
-    total = 0.0
-    print(f"B = {args.resamples} bootstrap intervals, {len(names)} metrics ({', '.join(names)}), 6 methods")
+    print(f"B = {args.resamples} bootstrap intervals, {len(names)} metrics ({', '.join(names)}), 6 methods, "
+          f"{args.jobs} worker process(es)")
+    jobs = [(k, n, 1000 * k + index, names, args.resamples, args.jobs > 1)
+            for (_, k, n), count in zip(SHAPES, counts) for index in range(count)]
+    jobs.sort(key=lambda job: -job[0] * job[1])  # largest first: better balance over the workers
+    start = time.perf_counter()
+    if args.jobs > 1:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            results = list(pool.map(_timed_model, jobs))
+    else:
+        results = [_timed_model(job) for job in jobs]
+    wall = time.perf_counter() - start
     for (dataset, k, n), count in zip(SHAPES, counts):
-        start = time.perf_counter()
-        for index in range(count):
-            one_model(k, n, 1000 * k + index, names, args.resamples)
-        elapsed = time.perf_counter() - start
-        total += elapsed
-        print(f"  {dataset:9s} {count:2d} x K={k:<4d} N={n:6,d}: {elapsed:7.2f} s ({elapsed / max(count, 1):.2f} s per model)")
-    print(f"  TOTAL {sum(counts)} models: {total:.2f} s")
+        spent = sum(t for kk, t in results if kk == k)
+        print(f"  {dataset:9s} {count:2d} x K={k:<4d} N={n:6,d}: {spent:7.2f} s in the workers "
+              f"({spent / max(count, 1):.2f} s per model)")
+    print(f"  TOTAL {sum(counts)} models: {wall:.2f} s wall")
 
 
 def time_size_study(workdir: Path) -> None:
@@ -99,6 +122,7 @@ def main() -> None:
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--models", default="13,15,4", help="models per shape (K=10, K=100, K=1000)")
     parser.add_argument("--metrics", default="", help="comma-separated subset of the metrics (default: all)")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     parser.add_argument("--size-study", type=Path, help="a finished demo working directory")
     args = parser.parse_args()
     time_intervals(args)

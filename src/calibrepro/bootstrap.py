@@ -321,7 +321,9 @@ def percentile_interval(replicates: np.ndarray, level: float) -> tuple[float, fl
     linear interpolation).  Chosen over the normal or studentised intervals because it needs no
     variance formula for MCE or smooth ECE, respects the range of bounded metrics (ECE >= 0,
     accuracy <= 1) and is invariant under monotone transformations; BCa would correct its bias
-    but needs a jackknife of every metric (N more evaluations per cell).
+    but needs a jackknife of every metric (N more evaluations per cell).  Caveat: binned
+    calibration errors are biased upwards, a resample (with its duplicated samples) more so, and
+    the percentile interval inherits that shift; for a small ECE it can lie above the estimate.
     """
     if not 0 < level < 1:
         raise ValueError(f"the interval level must lie in (0, 1), got {level}")
