@@ -151,12 +151,15 @@ def bootstrap_step(
     from calibrepro.report.labels import metric_spec
     from calibrepro.report.metrics_file import best_methods
 
+    from tqdm import tqdm
+
     _, (logits, labels) = _halves(logits_path, split_path)
     estimates = _read_estimates(evaluation_csv)
     counts = resample_counts(len(labels), resamples, cell_seed(bootstrap_seed, dataset, model, seed))
     methods = list(calibrators)
+    progress = tqdm(methods, desc=f"bootstrap {dataset}/{model}", unit="method", disable=None)
     replicates = bootstrap_replicates(
-        ((m, calibrator_from_json(read_json(calibrators[m])).predict_proba(logits)) for m in methods),
+        ((m, calibrator_from_json(read_json(calibrators[m])).predict_proba(logits)) for m in progress),
         labels, metrics, counts, bins=bins,
     )
     intervals, comparisons = [], []

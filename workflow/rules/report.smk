@@ -27,8 +27,13 @@ rule table:
         from calibrepro.report.tables import write_table
 
         write_table(
-            input[0], wildcards.metric, output.md, output.tex, language=params.language,
-            comparisons_csv=input.get("comparisons"), intervals_csv=input.get("intervals"),
+            input[0],
+            wildcards.metric,
+            output.md,
+            output.tex,
+            language=params.language,
+            comparisons_csv=input.get("comparisons"),
+            intervals_csv=input.get("intervals"),
         )
 
 
@@ -52,7 +57,9 @@ rule reliability_figure:
     run:
         from calibrepro.report.figures import write_reliability_figure
 
-        write_reliability_figure(input[0], output.png, output.pdf, language=params.language, intervals=RELIABILITY_LEVEL)
+        write_reliability_figure(
+            input[0], output.png, output.pdf, language=params.language, intervals=RELIABILITY_LEVEL
+        )
 
 
 rule named_figure:
@@ -72,7 +79,9 @@ rule named_figure:
     run:
         from calibrepro.report.figures import write_reliability_figure
 
-        write_reliability_figure(input[0], output.png, output.pdf, language=params.language, intervals=RELIABILITY_LEVEL)
+        write_reliability_figure(
+            input[0], output.png, output.pdf, language=params.language, intervals=RELIABILITY_LEVEL
+        )
 
 
 rule reproduction:
@@ -90,6 +99,9 @@ rule reproduction:
         from calibrepro.report.reproduction import write_reproduction_report
 
         write_reproduction_report(
-            input.metrics, output[0], published_csv=config["report"]["published"], language="en",
+            input.metrics,
+            output[0],
+            published_csv=config["report"]["published"],
+            language="en",
             intervals_csv=input.get("intervals"),
         )

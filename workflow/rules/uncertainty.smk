@@ -8,7 +8,9 @@ DATASETS = list(config["models"])
 
 
 #: level of the Wilson error bars on the reliability diagrams (None: the thesis's style, no bars)
-RELIABILITY_LEVEL = UNCERTAINTY["level"] if config["report"]["reliability_intervals"] else None
+RELIABILITY_LEVEL = (
+    UNCERTAINTY["level"] if config["report"]["reliability_intervals"] else None
+)
 
 
 def uncertainty_table_inputs():
@@ -30,11 +32,23 @@ def uncertainty_paths():
     """Targets of this file for `rule all` (nothing unless enabled in the config)."""
     paths = []
     if UNCERTAINTY["enabled"]:
-        paths += ["results/intervals.csv", "results/comparisons.csv", "reports/tables/ranks.md"]
-        paths += [f"reports/figures/cd/{dataset}.{ext}" for dataset in DATASETS for ext in ("png", "pdf")]
+        paths += [
+            "results/intervals.csv",
+            "results/comparisons.csv",
+            "reports/tables/ranks.md",
+        ]
+        paths += [
+            f"reports/figures/cd/{dataset}.{ext}"
+            for dataset in DATASETS
+            for ext in ("png", "pdf")
+        ]
     if SIZE_STUDY["enabled"]:
         paths += ["results/size_study.csv", "reports/tables/size_study.md"]
-        paths += [f"reports/figures/size_study/{dataset}.{ext}" for dataset in DATASETS for ext in ("png", "pdf")]
+        paths += [
+            f"reports/figures/size_study/{dataset}.{ext}"
+            for dataset in DATASETS
+            for ext in ("png", "pdf")
+        ]
     return paths
 
 
@@ -51,22 +65,23 @@ rule bootstrap:
         logits="results/logits/{dataset}/{model}.npz",
         split="results/splits/{dataset}/seed{seed}.npz",
         calibrators=expand(
-            "results/calibrators/{{dataset}}/{{model}}/{method}/seed{{seed}}.json", method=METHODS
+            "results/calibrators/{{dataset}}/{{model}}/{method}/seed{{seed}}.json",
+            method=METHODS,
         ),
         evaluation="results/evaluations/{dataset}/{model}/seed{seed}.csv",
     output:
         intervals="results/bootstrap/{dataset}/{model}/seed{seed}.intervals.csv",
         comparisons="results/bootstrap/{dataset}/{model}/seed{seed}.comparisons.csv",
-    params:
-        metrics=METRICS,
-        bins=BINS,
-        settings=UNCERTAINTY,
     log:
         "results/logs/bootstrap/{dataset}/{model}/seed{seed}.log",
     threads: 1
     resources:
         mem_mb=4000,
         runtime=15,
+    params:
+        metrics=METRICS,
+        bins=BINS,
+        settings=UNCERTAINTY,
     run:
         from calibrepro.pipeline import bootstrap_step
 
@@ -90,7 +105,11 @@ rule bootstrap:
 
 rule intervals:
     input:
-        [f"results/bootstrap/{d}/{m}/seed{s}.intervals.csv" for d, m in MODELS for s in SEEDS],
+        [
+            f"results/bootstrap/{d}/{m}/seed{s}.intervals.csv"
+            for d, m in MODELS
+            for s in SEEDS
+        ],
     output:
         "results/intervals.csv",
     log:
@@ -103,7 +122,11 @@ rule intervals:
 
 rule comparisons:
     input:
-        [f"results/bootstrap/{d}/{m}/seed{s}.comparisons.csv" for d, m in MODELS for s in SEEDS],
+        [
+            f"results/bootstrap/{d}/{m}/seed{s}.comparisons.csv"
+            for d, m in MODELS
+            for s in SEEDS
+        ],
     output:
         "results/comparisons.csv",
     log:
@@ -118,14 +141,22 @@ rule ranks:
     input:
         "results/metrics.csv",
     output:
-        md=report("reports/tables/ranks.md", caption="../report/ranks.rst", category="Uncertainty"),
-        figures=[f"reports/figures/cd/{dataset}.{ext}" for dataset in DATASETS for ext in ("png", "pdf")],
+        md=report(
+            "reports/tables/ranks.md",
+            caption="../report/ranks.rst",
+            category="Uncertainty",
+        ),
+        figures=[
+            f"reports/figures/cd/{dataset}.{ext}"
+            for dataset in DATASETS
+            for ext in ("png", "pdf")
+        ],
+    log:
+        "results/logs/ranks.log",
     params:
         metric=UNCERTAINTY["rank_metric"],
         alpha=UNCERTAINTY["alpha"],
         language=config["report"]["language"],
-    log:
-        "results/logs/ranks.log",
     run:
         from calibrepro.pipeline import rank_step
 
@@ -133,7 +164,10 @@ rule ranks:
             input[0],
             params.metric,
             output.md,
-            {d: (f"reports/figures/cd/{d}.png", f"reports/figures/cd/{d}.pdf") for d in DATASETS},
+            {
+                d: (f"reports/figures/cd/{d}.png", f"reports/figures/cd/{d}.pdf")
+                for d in DATASETS
+            },
             alpha=params.alpha,
             language=params.language,
         )
@@ -145,16 +179,16 @@ rule size_study:
         split=lambda wildcards: f"results/splits/{wildcards.dataset}/seed{SEEDS[0]}.npz",
     output:
         "results/size_study/{dataset}/{model}.csv",
-    params:
-        settings=SIZE_STUDY,
-        metrics=METRICS,
-        bins=BINS,
     log:
         "results/logs/size_study/{dataset}/{model}.log",
     threads: 1
     resources:
         mem_mb=4000,
         runtime=60,
+    params:
+        settings=SIZE_STUDY,
+        metrics=METRICS,
+        bins=BINS,
     run:
         from calibrepro.pipeline import size_study_step
 
@@ -189,13 +223,21 @@ rule size_study_report:
     input:
         "results/size_study.csv",
     output:
-        md=report("reports/tables/size_study.md", caption="../report/size_study.rst", category="Uncertainty"),
-        figures=[f"reports/figures/size_study/{dataset}.{ext}" for dataset in DATASETS for ext in ("png", "pdf")],
+        md=report(
+            "reports/tables/size_study.md",
+            caption="../report/size_study.rst",
+            category="Uncertainty",
+        ),
+        figures=[
+            f"reports/figures/size_study/{dataset}.{ext}"
+            for dataset in DATASETS
+            for ext in ("png", "pdf")
+        ],
+    log:
+        "results/logs/size_study_report.log",
     params:
         metric=SIZE_STUDY["metric"],
         language=config["report"]["language"],
-    log:
-        "results/logs/size_study_report.log",
     run:
         from calibrepro.pipeline import size_study_report_step
 
@@ -203,6 +245,12 @@ rule size_study_report:
             input[0],
             params.metric,
             output.md,
-            {d: (f"reports/figures/size_study/{d}.png", f"reports/figures/size_study/{d}.pdf") for d in DATASETS},
+            {
+                d: (
+                    f"reports/figures/size_study/{d}.png",
+                    f"reports/figures/size_study/{d}.pdf",
+                )
+                for d in DATASETS
+            },
             language=params.language,
         )
