@@ -41,6 +41,16 @@ def test_fast_replicates_equal_brute_force_recomputation(n, k):
             assert fast[name][r] == pytest.approx(brute[name], abs=1e-12, rel=1e-12), name
 
 
+def test_smooth_ece_fine_grid_path_equals_the_dense_map(monkeypatch):
+    probs, labels = synthetic(300, 5, seed=9)
+    counts = B.resample_counts(300, 20, seed=2)
+    dense = B.MetricResampler(probs, labels, ["smooth_ece"]).replicates(counts)["smooth_ece"]
+    monkeypatch.setattr(B, "_SMOOTH_MAP_ENTRIES", 0)  # force the FFT path
+    resampler = B.MetricResampler(probs, labels, ["smooth_ece"])
+    assert resampler.smooth_map is None
+    np.testing.assert_allclose(resampler.replicates(counts)["smooth_ece"], dense, rtol=1e-10, atol=1e-13)
+
+
 def test_counts_are_multinomial_and_do_not_depend_on_the_block_size(monkeypatch):
     counts = B.resample_counts(500, 40, seed=7)
     assert counts.shape == (40, 500) and (counts.sum(axis=1) == 500).all()

@@ -34,12 +34,15 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 from scipy import sparse
+from scipy.signal import fftconvolve
 
 from calibrepro import metrics as M
 
 #: count matrices are processed in blocks of about this many entries (bounds memory: 64 MB of
 #: float64 per block; large blocks keep the dense products of classwise-ECE efficient)
 _BLOCK_ENTRIES = 1 << 23
+#: largest dense smoothing map of smooth ECE (entries); finer grids smooth each block by FFT
+_SMOOTH_MAP_ENTRIES = 1 << 22
 
 
 def bootstrap_seed(seed: int, *keys: object) -> np.random.SeedSequence:
@@ -200,12 +203,16 @@ class MetricResampler:
         self.smooth_ones = sparse.csr_matrix((weights, (rows, cols)), shape=(self.n, size))
         residual = np.concatenate([conf - correct, conf - correct])
         self.smooth_residual = sparse.csr_matrix((weights * residual, (rows, cols)), shape=(self.n, size))
-        # grid -> smoothed values at the evaluation points, a (G, points) matrix: only the grid
-        # columns the interpolation reads are computed
-        i, frac = M.interpolation_weights(M.smooth_eval_points(sigma), size)
-        columns, where = np.unique(np.concatenate([i, i + 1]), return_inverse=True)
-        conv = _reflected_convolution_columns(M.reflected_gaussian_kernel(sigma, size), columns)
-        self.smooth_map = conv[:, where[: i.size]] * (1 - frac) + conv[:, where[i.size :]] * frac
+        self.smooth_kernel = M.reflected_gaussian_kernel(sigma, size)
+        self.smooth_interpolation = M.interpolation_weights(M.smooth_eval_points(sigma), size)
+        i, frac = self.smooth_interpolation
+        self.smooth_map = None
+        if size * i.size <= _SMOOTH_MAP_ENTRIES:
+            # grid -> smoothed values at the evaluation points as one (G, points) matrix; only the
+            # grid columns the interpolation reads are computed
+            columns, where = np.unique(np.concatenate([i, i + 1]), return_inverse=True)
+            conv = _reflected_convolution_columns(self.smooth_kernel, columns)
+            self.smooth_map = conv[:, where[: i.size]] * (1 - frac) + conv[:, where[i.size :]] * frac
         self.smooth_bandwidth = sigma
 
     # ------------------------------------------------------------------ replicates
@@ -274,8 +281,19 @@ class MetricResampler:
     def _smooth(self, w_t):
         grid_ones = np.asarray(self.smooth_ones.T @ w_t).T  # (b, G) grid values of every resample
         grid_residual = np.asarray(self.smooth_residual.T @ w_t).T
-        density = grid_ones @ self.smooth_map + M.SMOOTH_ECE_DENSITY_FLOOR
-        residual = grid_residual @ self.smooth_map
+        if self.smooth_map is not None:
+            density = grid_ones @ self.smooth_map + M.SMOOTH_ECE_DENSITY_FLOOR
+            residual = grid_residual @ self.smooth_map
+        else:  # a fine grid (small bandwidth): the reflected convolution of every row by FFT
+            size = self.smooth_kernel.size
+            grid = np.concatenate([grid_ones, grid_residual])
+            reflected = np.concatenate([grid[:, ::-1][:, :-1], grid, grid[:, ::-1][:, 1:]], axis=1)
+            smoothed = fftconvolve(reflected, self.smooth_kernel[None, :], mode="valid", axes=1)
+            smoothed = smoothed[:, size // 2 : size // 2 + size]
+            i, frac = self.smooth_interpolation
+            at_t = smoothed[:, i] * (1 - frac) + smoothed[:, i + 1] * frac
+            density = at_t[: grid_ones.shape[0]] + M.SMOOTH_ECE_DENSITY_FLOOR
+            residual = at_t[grid_ones.shape[0] :]
         return np.sum(np.abs(residual / density) * density, axis=1) / np.sum(density, axis=1)
 
 
