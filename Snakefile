@@ -13,10 +13,12 @@ rule all:
         figure_paths(),
         named_figure_paths(),
         "reports/reproduction.md",
+        lambda wildcards: uncertainty_paths(),  # defined in workflow/rules/uncertainty.smk
 
 
 include: "workflow/rules/download.smk"
 include: "workflow/rules/logits.smk"
 include: "workflow/rules/calibrate.smk"
 include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/uncertainty.smk"
 include: "workflow/rules/report.smk"

@@ -43,7 +43,8 @@ except ImportError:  # pragma: no cover
 import torch
 
 from calibrepro.calibrators import CALIBRATORS, make_calibrator, softmax
-from calibrepro.metrics import METRICS, accuracy, compute_metrics, ece, mce, nll, reliability_bins
+from calibrepro.metrics import METRICS, accuracy, compute_metrics, ece, mce, nll
+from calibrepro.reliability import reliability_bins
 
 SHAPES = [(10, 5000), (100, 5000), (1000, 25000)]  # (classes, samples per half)
 THESIS_MODELS = {10: 13, 100: 15, 1000: 4}  # appendix models per shape (CIFAR-10/100, ImageNet)

@@ -29,7 +29,8 @@ def test_defaults_are_filled_in():
     assert config["split"] == {"seeds": [0], "calibration_fraction": 0.5}
     assert config["bins"] == 15
     assert config["calibrators"][0] == "uncalibrated" and len(config["calibrators"]) == 6
-    assert config["report"] == {"language": "en", "published": None, "figures": {}}
+    assert config["report"] == {"language": "en", "published": None, "figures": {}, "mark_ties": False,
+                                "cells": "mean_sd", "reliability_intervals": False}
     assert config["inference"]["device"] == "auto"
     assert config["datasets"]["digits"] == {"evaluation_fraction": 0.5, "seed": 0}
 

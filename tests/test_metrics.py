@@ -9,7 +9,8 @@ import pytest
 from sklearn.metrics import brier_score_loss, log_loss
 
 from calibrepro import metrics as M
-from calibrepro.metrics import METRICS, bin_index, compute_metrics, reliability_bins
+from calibrepro.metrics import METRICS, bin_index, compute_metrics
+from calibrepro.reliability import reliability_bins
 
 # Four binary samples used by several hand computations (M = 5 bins of width 0.2):
 #   confidences 0.9 (correct), 0.8 (wrong), 0.6 (correct), 1.0 (correct)
@@ -28,6 +29,8 @@ def test_registry_names():
         "ece_equal_mass",
         "mce_equal_mass",
         "classwise_ece",
+        "ece_l2_debiased",
+        "smooth_ece",
     ]
 
 
@@ -271,3 +274,75 @@ def test_bad_inputs_raise(probs, labels, message):
 def test_unknown_metric_name():
     with pytest.raises(ValueError, match="unknown metric"):
         compute_metrics(PROBS4, LABELS4, ["ece", "sharpness"])
+
+
+# ------------------------------------------------------------------------------------ debiased l2 and smooth ECE
+def _reference_cases():
+    """Softmax outputs of several shapes and calibrations, with exact ties and a tiny sample."""
+    from scipy.special import softmax
+
+    rng = np.random.default_rng(12)
+    cases = []
+    for n, k, scale in [(400, 10, 3.0), (2000, 100, 1.5), (300, 3, 0.7), (5000, 10, 0.4), (40, 4, 2.0)]:
+        logits = rng.normal(size=(n, k)) * scale
+        labels = rng.integers(0, k, size=n)
+        logits[np.arange(n), labels] += 2.0
+        probs = softmax(logits, axis=1)
+        probs[: n // 10] = probs[n // 10]  # a block of exactly equal confidences
+        cases.append((probs, labels))
+    return cases
+
+
+def test_ece_l2_debiased_hand_computed():
+    # 2 equal-mass bins of 2: {0.6 ok, 0.8 wrong}, {0.9 ok, 1.0 ok}
+    # bin 1: A = 0.5, C = 0.7: (0.2^2 - 0.25/1) = -0.21; bin 2: A = 1, C = 0.95: 0.0025 - 0 = 0.0025
+    # weights 1/2: sum = -0.10375 < 0 -> clipped at 0
+    assert M.ece_l2_debiased(PROBS4, LABELS4, bins=2) == 0.0
+    probs = np.array([[0.9, 0.1]] * 4 + [[0.6, 0.4]] * 4)
+    labels = np.array([1, 1, 1, 0, 0, 0, 0, 0])  # conf 0.9 bin: 1/4 correct; conf 0.6 bin: 4/4 correct
+    # bin {0.6 x4}: A = 1, C = 0.6 -> 0.16; bin {0.9 x4}: A = 0.25, C = 0.9 -> 0.4225 - 0.1875/3 = 0.36
+    expected = math.sqrt(0.5 * 0.16 + 0.5 * 0.36)
+    assert M.ece_l2_debiased(probs, labels, bins=2) == pytest.approx(expected, abs=1e-15)
+
+
+def test_ece_l2_debiased_equals_the_authors_package():
+    calibration = pytest.importorskip("calibration")  # PyPI uncertainty-calibration (test extra)
+    for probs, labels in _reference_cases():
+        for bins in (15, 10):
+            theirs = calibration.lower_bound_scaling_ce(
+                probs, labels, p=2, debias=True, num_bins=bins, binning_scheme=calibration.get_equal_bins,
+                mode="top-label",
+            )
+            assert M.ece_l2_debiased(probs, labels, bins=bins) == pytest.approx(theirs, abs=1e-9)
+        # their top-level entry point picks the same scheme for continuous outputs
+        assert M.ece_l2_debiased(probs, labels) == pytest.approx(
+            calibration.get_calibration_error(probs, labels, p=2, debias=True, mode="top-label"), abs=1e-9
+        )
+
+
+def test_smooth_ece_equals_relplot():
+    relplot = pytest.importorskip("relplot")  # PyPI relplot (test extra), the authors' package
+    for probs, labels in _reference_cases():
+        conf, correct = M.top_label(probs, labels)
+        assert M.smooth_ece(probs, labels) == pytest.approx(relplot.smECE(conf, correct), abs=1e-9)
+        assert M.smooth_ece_at(conf, correct, 0.05) == pytest.approx(relplot.smECE_sigma(conf, correct, 0.05), abs=1e-9)
+
+
+def test_smooth_ece_bandwidth_is_the_fixed_point():
+    probs, labels = _reference_cases()[0]
+    conf, correct = M.top_label(probs, labels)
+    sigma = M.smooth_ece_bandwidth(conf, correct)
+    # bisection keeps sigma on the side where sigma >= smECE_sigma, within 2^-10 of the crossing
+    assert sigma >= M.smooth_ece_at(conf, correct, sigma)
+    below = sigma - 2.0 ** -M.SMOOTH_ECE_BISECTIONS
+    assert below < M.smooth_ece_at(conf, correct, below)
+
+
+def test_smooth_ece_of_a_perfectly_calibrated_sample_is_small_and_of_a_wrong_one_large():
+    rng = np.random.default_rng(3)
+    conf = rng.uniform(0.5, 1.0, size=20_000)
+    probs = np.stack([conf, 1 - conf], axis=1)
+    calibrated = (rng.random(20_000) >= conf).astype(int)  # label 0 with probability conf
+    assert M.smooth_ece(probs, calibrated) < 0.01
+    always_right = np.zeros(20_000, dtype=int)  # accuracy 1 at mean confidence 0.75
+    assert M.smooth_ece(probs, always_right) == pytest.approx(0.25, abs=0.01)

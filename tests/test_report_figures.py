@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from matplotlib.collections import LineCollection, PolyCollection
+
+from calibrepro.reliability import ReliabilityFileError, wilson_interval
 from calibrepro.report.figures import (
     COLORS,
-    ReliabilityFileError,
     bin_ece,
     build_reliability_figure,
     write_reliability_figure,
@@ -85,20 +87,39 @@ def test_bars_are_red_blue_green_and_match_the_bins():
     ax = visible_axes(figure)[0]
     assert ax.get_title() == "Uncalibrated"
     assert ax.get_xlabel() == "" and visible_axes(figure)[3].get_xlabel() == "Confidence"
-    patches = ax.patches
-    # 7 non-empty bins x 3 bars
-    assert len(patches) == 21
+    bars = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    # one collection per series, 7 non-empty bins each
+    assert [len(c.get_paths()) for c in bars] == [7, 7, 7]
     from matplotlib.colors import to_hex
 
-    colors = [to_hex(p.get_facecolor()) for p in patches]
-    assert colors == [COLORS["confidence"]] * 7 + [COLORS["accuracy"]] * 7 + [COLORS["weight"]] * 7
+    assert [to_hex(c.get_facecolor()[0]) for c in bars] == [COLORS[k] for k in ("confidence", "accuracy", "weight")]
     source = data["methods"]["uncalibrated"]
     total = sum(source["count"])
-    heights = [p.get_height() for p in patches]
-    assert heights[:7] == pytest.approx([c for c in source["confidence"] if c is not None])
-    assert heights[7:14] == pytest.approx([a for a in source["accuracy"] if a is not None])
-    assert heights[14:] == pytest.approx([n / total for n in source["count"] if n])
-    assert sum(heights[14:]) == pytest.approx(1.0)
+    heights = [[path.vertices[:, 1].max() for path in c.get_paths()] for c in bars]
+    assert heights[0] == pytest.approx([c for c in source["confidence"] if c is not None])
+    assert heights[1] == pytest.approx([a for a in source["accuracy"] if a is not None])
+    assert heights[2] == pytest.approx([n / total for n in source["count"] if n])
+    assert sum(heights[2]) == pytest.approx(1.0)
+    # the accuracy bar of bin m sits on the bin's centre
+    centres = [(path.vertices[:, 0].min() + path.vertices[:, 0].max()) / 2 for path in bars[1].get_paths()]
+    assert centres == pytest.approx([(m + 0.5) / BINS for m in range(8, BINS)])
+    # the thesis style draws no error bars
+    assert not [c for c in ax.collections if isinstance(c, LineCollection) and c.get_zorder() == 4]
+
+
+def test_wilson_error_bars_on_the_accuracy_bars():
+    data = reliability(METHOD_ORDER[:1])
+    source = data["methods"]["uncalibrated"]
+    source["correct"] = [round(a * n) if n else 0 for a, n in zip(source["accuracy"], source["count"])]
+    figure = build_reliability_figure(data, language="en", intervals=0.9)
+    ax = visible_axes(figure)[0]
+    (bars,) = [c for c in ax.collections if isinstance(c, LineCollection) and c.get_zorder() == 4]
+    segments = bars.get_segments()[:7]  # vertical bars first, then the caps
+    for m, segment in zip(range(8, BINS), segments):
+        low, high = wilson_interval(source["correct"][m], source["count"][m], 0.9)
+        assert segment[:, 0] == pytest.approx([(m + 0.5) / BINS] * 2)
+        assert segment[:, 1] == pytest.approx([low, high])
+        assert low <= source["accuracy"][m] <= high
     texts = [t.get_text() for t in ax.texts]
     assert texts == [f"ECE = {bin_ece(source) * 100:.2f}%"]
     assert [t.get_text() for t in figure.legends[0].get_texts()] == ["Mean confidence", "Accuracy", "Bin weight"]
@@ -165,7 +186,7 @@ def test_bad_reliability_file(tmp_path):
     data = reliability()
     data["methods"]["isotonic"]["count"] = [1, 2]
     path.write_text(json.dumps(data))
-    with pytest.raises(ReliabilityFileError, match="isotonic.count"):
+    with pytest.raises(ReliabilityFileError, match=r"bad\.json: methods\.isotonic\.count"):
         write_reliability_figure(path, tmp_path / "a.png", tmp_path / "a.pdf")
     assert not (tmp_path / "a.png").exists()
     with pytest.raises(ValueError, match="language"):

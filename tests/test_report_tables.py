@@ -274,3 +274,72 @@ def test_latex_compiles_with_pdflatex(tmp_path, language):
     assert result.returncode == 0, log[-3000:]
     assert (tmp_path / "doc.pdf").stat().st_size > 0
     assert "Overfull \\hbox" not in log
+
+
+def write_comparisons(path: Path, tied: dict, seeds=(0,)) -> Path:
+    """comparisons.csv with ``tied[(dataset, model, method)]`` (default: not tied) for metric ece."""
+    lines = [",".join(("dataset", "model", "seed", "metric", "method", "best", "difference", "low", "high",
+                       "level", "B", "tied"))]
+    for (dataset, model) in SINGLE:
+        for method in METHODS:
+            for seed in seeds:
+                flag = tied.get((dataset, model, method), 0)
+                lines.append(f"{dataset},{model},{seed},ece,{method},temperature_scaling,0.01,-0.01,0.02,0.95,1000,{flag}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_mark_ties_bolds_statistically_tied_cells_with_a_note(metrics_csv, tmp_path):
+    from calibrepro.report.uncertainty_files import read_comparisons
+
+    comparisons = read_comparisons(write_comparisons(tmp_path / "cmp.csv", {
+        ("cifar100", "mobilenetv2_x0_5", "vector_scaling"): 1,  # 3.03 tied with the best 2.52
+        ("cifar10", "densenet121", "uncalibrated"): 1,
+    }))
+    text = render_table(metrics_csv, "ece", "md", language="en", comparisons=comparisons)
+    rows = md_rows(text)
+    assert rows[1][2:] == ["11.47", "8.86", "4.29", "**2.52**", "**3.03**", "3.22"]
+    assert rows[2][2:] == ["**1.90**", "**1.03**", "1.89", "1.74", "1.76", "1.64"]
+    assert "Bold also marks every method statistically tied with the best: the paired bootstrap 95% interval" in text
+    assert "(B = 1000) contains 0." in text
+    # the thesis's rule without comparisons: only the exact best
+    plain = md_rows(render_table(metrics_csv, "ece", "md", language="en"))
+    assert plain[1][2:] == ["11.47", "8.86", "4.29", "**2.52**", "3.03", "3.22"]
+    tex = render_table(metrics_csv, "ece", "tex", language="ru", comparisons=comparisons)
+    assert "\\textbf{3.03}" in tex and "бутстреп-интервал" in tex
+
+
+def test_ties_with_several_seeds_need_a_tie_at_every_seed(tmp_path):
+    metrics = write_metrics(tmp_path / "metrics.csv", seeds=(0, 1))
+    from calibrepro.report.uncertainty_files import read_comparisons
+
+    path = write_comparisons(tmp_path / "cmp.csv", {("cifar10", "densenet121", "uncalibrated"): 1}, seeds=(0, 1))
+    text = path.read_text().replace("cifar10,densenet121,1,ece,uncalibrated,temperature_scaling,0.01,-0.01,0.02,0.95,1000,1",
+                                    "cifar10,densenet121,1,ece,uncalibrated,temperature_scaling,0.01,0.001,0.02,0.95,1000,0")
+    path.write_text(text)
+    rows = md_rows(render_table(metrics, "ece", "md", language="en", comparisons=read_comparisons(path)))
+    assert not rows[2][2].startswith("**")  # tied at seed 0 only
+
+
+def test_interval_cells(metrics_csv, tmp_path):
+    from calibrepro.report.uncertainty_files import read_intervals
+
+    path = tmp_path / "intervals.csv"
+    lines = ["dataset,model,method,seed,metric,estimate,low,high,level,B"]
+    for (dataset, model), by_metric in SINGLE.items():
+        for method, value in zip(METHODS, by_metric["ece"]):
+            lines.append(f"{dataset},{model},{method},0,ece,{value!r},{value - 0.005!r},{value + 0.01!r},0.9,500")
+    path.write_text("\n".join(lines) + "\n")
+    text = render_table(metrics_csv, "ece", "md", language="en", intervals=read_intervals(path))
+    rows = md_rows(text)
+    assert rows[1][2] == "11.47 [10.97, 12.47]"
+    assert rows[1][5] == "**2.52 [2.02, 3.52]**"
+    assert "In brackets: the 90% bootstrap percentile interval over the test half (B = 500)." in text
+    tex = render_table(metrics_csv, "ece", "tex", language="en", intervals=read_intervals(path))
+    assert "\\textbf{2.52 [2.02, 3.52]}" in tex
+
+
+def test_write_table_reads_the_uncertainty_files(metrics_csv, tmp_path):
+    cmp = write_comparisons(tmp_path / "cmp.csv", {("cifar10", "densenet121", "uncalibrated"): 1})
+    write_table(metrics_csv, "ece", tmp_path / "t.md", tmp_path / "t.tex", language="en", comparisons_csv=cmp)
+    assert md_rows((tmp_path / "t.md").read_text())[2][2] == "**1.90**"

@@ -171,3 +171,40 @@ def test_no_overlap_says_so(tmp_path):
     assert "**No published cell has a regenerated value to compare with.**" in text
     assert "960 published cell(s) have no regenerated value: cifar10/densenet121" in text
     assert "## Misses" not in text
+
+
+def test_published_value_inside_our_bootstrap_interval(tmp_path):
+    from calibrepro.report.uncertainty_files import read_intervals
+
+    metrics, published = write_files(tmp_path, seeds=(0,))
+    intervals = tmp_path / "intervals.csv"
+    intervals.write_text(
+        "dataset,model,method,seed,metric,estimate,low,high,level,B\n"
+        # published 93.960 %: inside [93.70, 94.20]
+        "d1,m1,uncalibrated,0,accuracy,0.9396,0.9370,0.9420,0.95,1000\n"
+        # published 93.960 %: above 93.955 + half a unit (0.0005) = 93.9555 -> outside
+        "d1,m1,temperature_scaling,0,accuracy,0.9394,0.9380,0.93955,0.95,1000\n"
+        # published 1.90 %: the upper bound 1.895 % + half a unit (0.005) reaches it -> inside
+        "d1,m1,uncalibrated,0,ece,0.01904,0.0150,0.01895,0.95,1000\n"
+    )
+    cells, _, _ = compare(read_metrics(metrics), load_published(published), intervals=read_intervals(intervals))
+    by_key = {(c.method, c.metric): c for c in cells}
+    assert by_key["uncalibrated", "accuracy"].inside_interval is True
+    assert by_key["uncalibrated", "accuracy"].interval == pytest.approx((93.70, 94.20))
+    assert by_key["temperature_scaling", "accuracy"].inside_interval is False
+    assert by_key["uncalibrated", "ece"].inside_interval is True
+    assert by_key["temperature_scaling", "ece"].inside_interval is None  # no interval for that cell
+    report = tmp_path / "reproduction.md"
+    write_reproduction_report(metrics, report, published_csv=published, intervals_csv=intervals)
+    text = report.read_text()
+    assert "Inside our 95% bootstrap interval: 2 of 3." in text
+    rows = table_rows(section(text, "All compared cells"))
+    header = rows[0]
+    assert header[-2:] == ["Our 95% interval", "Inside interval"]
+    by_method = {(r[3], r[0]): r for r in rows[1:]}
+    assert by_method["Uncalibrated", "1: Accuracy, %"][-2:] == ["[93.7000, 94.2000]", "yes"]
+    assert by_method["T-scaling", "1: Accuracy, %"][-1] == "no"
+    assert by_method["T-scaling", "3: ECE, %"][-2:] == ["—", "n/a"]
+    # without intervals the columns are absent
+    write_reproduction_report(metrics, report, published_csv=published)
+    assert "Inside interval" not in report.read_text()

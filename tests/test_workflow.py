@@ -42,7 +42,7 @@ def test_demo_runs_end_to_end_and_reruns_byte_identical(tmp_path):
     assert list(metrics.columns) == ["dataset", "model", "method", "seed", "metric", "value"]
     assert list(metrics["model"].unique()) == models
     assert list(metrics["method"].unique()) == METHODS
-    assert len(metrics) == 3 * 6 * 9
+    assert len(metrics) == 3 * 6 * 11  # the demo adds ece_l2_debiased and smooth_ece to the nine
     assert metrics["value"].between(0, np.inf).all()
 
     for model in models:

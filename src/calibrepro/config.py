@@ -118,6 +118,7 @@ def validate_config(config: dict, schema: dict) -> dict:
         lines = sorted({_describe(error) for error in errors})
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines))
     _check_cross_references(config)
+    _check_uncertainty(config)
     return config
 
 
@@ -127,6 +128,24 @@ def _check_cross_references(config: dict) -> None:
         dataset, model = target.split("/", 1)
         if model not in models.get(dataset, {}):
             raise ConfigError(f"report.figures.{name}: {target} is not a configured model (models.{dataset}.{model})")
+
+
+def _check_uncertainty(config: dict) -> None:
+    """The metrics named by uncertainty/size_study must be computed; study sizes must fit the data."""
+    from calibrepro.size_study import SizeStudyError, check_size_study_config
+
+    for key, section in (("uncertainty.rank_metric", "uncertainty"), ("size_study.metric", "size_study")):
+        metric = config[section][key.split(".")[1]]
+        if config[section]["enabled"] and metric not in config["metrics"]:
+            raise ConfigError(f"{key}: {metric!r} is not one of the configured metrics ({', '.join(config['metrics'])})")
+    report = config["report"]
+    for key, on in (("report.mark_ties", report["mark_ties"]), ("report.cells", report["cells"] == "interval")):
+        if on and not config["uncertainty"]["enabled"]:
+            raise ConfigError(f"{key}: needs the bootstrap; set uncertainty.enabled: true (or turn {key} off)")
+    try:
+        check_size_study_config(config)
+    except SizeStudyError as error:
+        raise ConfigError(str(error)) from None
 
 
 def model_keys(config: dict) -> list[tuple[str, str]]:

@@ -39,10 +39,11 @@ __all__ = [
     "ece",
     "ece_equal_mass",
     "ece_l2",
+    "ece_l2_debiased",
     "mce",
     "mce_equal_mass",
     "nll",
-    "reliability_bins",
+    "smooth_ece",
 ]
 
 #: Clip of the NLL, as scikit-learn's ``log_loss(eps=1e-15)`` (versions <= 1.4).
@@ -104,7 +105,7 @@ def bin_index(values: np.ndarray, bins: int = 15) -> np.ndarray:
     return m - 1
 
 
-def _top_label(p: np.ndarray, y: np.ndarray):
+def top_label(p: np.ndarray, y: np.ndarray):
     """Confidence ``max_k p_ik``, correctness of the prediction ``argmax`` (lowest index on ties)."""
     pred = np.argmax(p, axis=1)
     conf = p[np.arange(p.shape[0]), pred]
@@ -186,9 +187,14 @@ def brier(probs, labels, bins: int = 15) -> float:
 
 
 def _brier(p, y, bins=15) -> float:
+    return float(np.mean(brier_terms(p, y)))
+
+
+def brier_terms(p: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per-sample Brier contributions ``sum_j (a_ij - 1(y_i = j))^2`` (their mean is eq. 10)."""
     sq = np.einsum("ij,ij->i", p, p)
     py = p[np.arange(p.shape[0]), y]
-    return float(np.mean(sq - py * py + (py - 1.0) ** 2))
+    return sq - py * py + (py - 1.0) ** 2
 
 
 def nll(probs, labels, bins: int = 15) -> float:
@@ -204,6 +210,11 @@ def nll(probs, labels, bins: int = 15) -> float:
 
 
 def _nll(p, y, bins=15) -> float:
+    return float(np.mean(nll_terms(p, y)))
+
+
+def nll_terms(p: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per-sample NLL contributions ``-log a_{i,y_i}`` after the clip and renormalisation of :func:`nll`."""
     n, k = p.shape
     rowsum = np.empty(n, dtype=np.float64)
     step = max(1, _CHUNK_ELEMENTS // k)
@@ -213,7 +224,7 @@ def _nll(p, y, bins=15) -> float:
         clipped = np.clip(chunk, NLL_EPS, 1 - NLL_EPS, out=buf[: chunk.shape[0]])
         rowsum[start : start + step] = clipped.sum(axis=1)
     py = np.clip(p[np.arange(n), y], NLL_EPS, 1 - NLL_EPS)
-    return float(np.mean(-np.log(py / rowsum)))
+    return -np.log(py / rowsum)
 
 
 def ece(probs, labels, bins: int = 15) -> float:
@@ -223,7 +234,7 @@ def ece(probs, labels, bins: int = 15) -> float:
     top-label confidence, with ``A_m``, ``C_m`` of eq. (5).  Fraction, not percent.
     """
     p, y = _check(probs, labels)
-    return _ece_from(_equal_width_stats(*_top_label(p, y), bins))
+    return _ece_from(_equal_width_stats(*top_label(p, y), bins))
 
 
 def mce(probs, labels, bins: int = 15) -> float:
@@ -232,7 +243,7 @@ def mce(probs, labels, bins: int = 15) -> float:
     Over the non-empty equal-width bins of the top-label confidence.  Fraction.
     """
     p, y = _check(probs, labels)
-    return _mce_from(_equal_width_stats(*_top_label(p, y), bins))
+    return _mce_from(_equal_width_stats(*top_label(p, y), bins))
 
 
 def ece_l2(probs, labels, bins: int = 15) -> float:
@@ -241,7 +252,7 @@ def ece_l2(probs, labels, bins: int = 15) -> float:
     ``sqrt(sum_m |B_m|/l * (A_m - C_m)^2)`` over the equal-width bins of eq. (6).  Fraction.
     """
     p, y = _check(probs, labels)
-    return _ece_l2_from(_equal_width_stats(*_top_label(p, y), bins))
+    return _ece_l2_from(_equal_width_stats(*top_label(p, y), bins))
 
 
 def ece_equal_mass(probs, labels, bins: int = 15) -> float:
@@ -251,13 +262,13 @@ def ece_equal_mass(probs, labels, bins: int = 15) -> float:
     contiguous chunks whose sizes differ by at most one (module docstring).  Fraction.
     """
     p, y = _check(probs, labels)
-    return _ece_from(_equal_mass_stats(*_top_label(p, y), bins))
+    return _ece_from(_equal_mass_stats(*top_label(p, y), bins))
 
 
 def mce_equal_mass(probs, labels, bins: int = 15) -> float:
     """Equal-mass (adaptive) MCE: eq. (7) over the equal-mass bins of :func:`ece_equal_mass` (Nixon et al. 2019)."""
     p, y = _check(probs, labels)
-    return _mce_from(_equal_mass_stats(*_top_label(p, y), bins))
+    return _mce_from(_equal_mass_stats(*top_label(p, y), bins))
 
 
 def _classwise_sums(p: np.ndarray, y: np.ndarray, bins: int):
@@ -302,6 +313,160 @@ def _classwise_ece(p, y, bins=15) -> float:
     return float(np.sum(np.abs(positives - sums)) / n / k)
 
 
+def debiased_bin_edges(sorted_conf: np.ndarray, bins: int) -> np.ndarray:
+    """Upper edges of the equal-mass bins of Kumar et al.'s estimator, from sorted confidences.
+
+    As their ``calibration`` package (``get_equal_bins``): the sorted values are cut into
+    ``min(M, N)`` chunks of ``numpy.array_split`` sizes, the edge between two chunks is the mean
+    of the last value of one and the first of the next, the last edge is 1.0.  A sample goes to
+    the first bin whose edge is ``>=`` its confidence, so equal confidences never straddle bins.
+    """
+    n = sorted_conf.shape[0]
+    parts = min(bins, n)
+    ends = np.cumsum(np.full(parts, n // parts) + (np.arange(parts) < n % parts))[:-1]
+    edges = (sorted_conf[ends - 1] + sorted_conf[ends]) / 2.0
+    return np.append(edges, 1.0)
+
+
+def ece_l2_debiased(probs, labels, bins: int = 15) -> float:
+    """Debiased l2 calibration error of the top label (Kumar, Liang & Ma 2019, thesis ref. [10]).
+
+    Their eq. for the debiased estimator (sec. 5, "Verified Uncertainty Calibration"):
+    ``sqrt(max(0, sum_m |B_m|/l * [(A_m - C_m)^2 - A_m (1 - A_m) / (|B_m| - 1)]))``; a bin with
+    fewer than 2 samples adds 0.  The subtracted term removes the plug-in estimate's upward bias
+    ``Var(A_m)``.  Bins: the authors' default for this estimator (``calibration`` package,
+    ``get_calibration_error(..., p=2, debias=True, mode="top-label")`` on continuous outputs)
+    is M *equal-mass* bins with edges between chunks (:func:`debiased_bin_edges`), not the
+    equal-width bins of :func:`ece_l2`; we use the same scheme, so the value equals the
+    package's.  (The package switches to one bin per distinct value when it guesses that the
+    outputs are discrete; we never switch.)  Fraction.
+    """
+    p, y = _check(probs, labels)
+    conf, correct = top_label(p, y)
+    order = np.argsort(conf, kind="stable")
+    conf, correct = conf[order], correct[order]
+    edges = debiased_bin_edges(conf, bins)
+    b = np.searchsorted(edges, conf, side="left")
+    count = np.bincount(b, minlength=edges.size).astype(np.float64)
+    conf_sum = np.bincount(b, weights=conf, minlength=edges.size)
+    acc_sum = np.bincount(b, weights=correct, minlength=edges.size)
+    return _debiased_from(count, conf_sum, acc_sum, p.shape[0])
+
+
+def _debiased_from(count, conf_sum, acc_sum, n) -> np.ndarray | float:
+    """The debiased sum of :func:`ece_l2_debiased` from per-bin sums (last axis = bins)."""
+    ok = count >= 2
+    safe = np.where(ok, count, 2.0)
+    acc = acc_sum / safe
+    gap = conf_sum / safe - acc
+    terms = np.where(ok, count / n * (gap * gap - acc * (1.0 - acc) / (safe - 1.0)), 0.0)
+    value = np.sqrt(np.maximum(np.sum(terms, axis=-1), 0.0))
+    return float(value) if np.ndim(value) == 0 else value
+
+
+#: relplot's numerical constants (Blasiok & Nakkiran 2023, their reference code): evaluation
+#: points of the smoothed residual, floor added to the kernel density, bandwidth search.
+SMOOTH_ECE_POINTS = 200
+SMOOTH_ECE_DENSITY_FLOOR = 1e-4
+SMOOTH_ECE_MIN_BANDWIDTH = 1e-3
+SMOOTH_ECE_BISECTIONS = 10
+
+
+def smooth_grid_size(sigma: float) -> int:
+    """Number of grid points the kernel smoothing at bandwidth ``sigma`` uses (as relplot)."""
+    return max(2000, round(20 / sigma)) // 2 + 1
+
+
+def smooth_eval_points(sigma: float) -> np.ndarray:
+    """Points of [0, 1] at which the smoothed residual is evaluated (as relplot)."""
+    return np.linspace(0.0, 1.0, max(round(10 / sigma), SMOOTH_ECE_POINTS))
+
+
+def _grid_weights(values: np.ndarray, size: int):
+    """Linear split of each value between its two neighbouring grid points ``j/(size-1)``."""
+    scaled = values * (size - 1)
+    left = np.clip(scaled.astype(np.intp), 0, size - 2)
+    frac = scaled - left
+    return left, frac
+
+
+def reflected_gaussian_kernel(sigma: float, size: int) -> np.ndarray:
+    """Gaussian density of bandwidth ``sigma`` on ``size`` points centred in [0, 1]."""
+    t = np.linspace(0.0, 1.0, size)
+    return np.exp(-(t - 0.5) * (t - 0.5) / (2 * sigma * sigma)) / (np.sqrt(2 * np.pi) * sigma)
+
+
+def _reflect(values: np.ndarray) -> np.ndarray:
+    """The grid extended by its mirror images at 0 and 1 (reflection at the boundary)."""
+    return np.concatenate([values[::-1][:-1], values, values[::-1][1:]])
+
+
+def interpolation_weights(t: np.ndarray, size: int):
+    """Left grid index and weight of the right neighbour for evaluating a grid function at ``t``."""
+    left = np.clip((t * (size - 1)).astype(np.intp), 0, size - 2)
+    step = 1.0 / (size - 1)
+    return left, (t - left * step) / step
+
+
+def _smooth(conf: np.ndarray, values: np.ndarray, sigma: float, t: np.ndarray) -> np.ndarray:
+    """Kernel smoothing of ``values`` located at ``conf``, evaluated at ``t`` (reflected Gaussian)."""
+    size = smooth_grid_size(sigma)
+    left, frac = _grid_weights(conf, size)
+    grid = np.bincount(left, weights=(1 - frac) * values, minlength=size)
+    grid += np.bincount(left + 1, weights=frac * values, minlength=size)
+    smoothed = np.convolve(_reflect(grid), reflected_gaussian_kernel(sigma, size), "valid")
+    smoothed = smoothed[size // 2 : size // 2 + size]
+    i, w = interpolation_weights(t, size)
+    return smoothed[i] * (1 - w) + smoothed[i + 1] * w
+
+
+def smooth_ece_at(conf: np.ndarray, correct: np.ndarray, sigma: float) -> float:
+    """Smooth ECE at a fixed bandwidth ``sigma`` (Blasiok & Nakkiran 2023, Def. 9 / eq. (5)).
+
+    ``smECE_sigma = integral |r_hat(t)| delta_hat(t) dt / integral delta_hat(t) dt`` where
+    ``r_hat`` is the Nadaraya-Watson kernel regression of the residual ``conf - correct`` on the
+    confidence and ``delta_hat`` the kernel density of the confidences, both with a Gaussian
+    kernel reflected at 0 and 1, on relplot's grid (:func:`smooth_grid_size`).
+    """
+    t = smooth_eval_points(sigma)
+    density = _smooth(conf, np.ones_like(conf), sigma, t) + SMOOTH_ECE_DENSITY_FLOOR
+    residual = _smooth(conf, conf - correct, sigma, t) / density
+    return float(np.sum(np.abs(residual) * density) / np.sum(density))
+
+
+def smooth_ece_bandwidth(conf: np.ndarray, correct: np.ndarray) -> float:
+    """The bandwidth of :func:`smooth_ece`: the fixed point ``sigma* = smECE_sigma*`` (bisection).
+
+    Blasiok & Nakkiran (2023), sec. 4: ``smECE_sigma`` decreases in ``sigma``, so the fixed point
+    is found by bisection on (0, 1] (10 halvings, as relplot), stopping below 0.001.
+    """
+    def above(sigma):
+        return sigma < SMOOTH_ECE_MIN_BANDWIDTH or sigma < smooth_ece_at(conf, correct, sigma)
+
+    if above(1.0):
+        return 1.0
+    high, low = 1.0, 0.0
+    for _ in range(SMOOTH_ECE_BISECTIONS):
+        middle = (high + low) / 2
+        if above(middle):
+            low = middle
+        else:
+            high = middle
+    return high
+
+
+def smooth_ece(probs, labels, bins: int = 15) -> float:
+    """Smooth ECE of the top label (Blasiok & Nakkiran 2023, "Smooth ECE: principled reliability diagrams").
+
+    ``smECE_sigma*`` (:func:`smooth_ece_at`) at the self-consistent bandwidth
+    ``sigma* = smECE_sigma*`` (:func:`smooth_ece_bandwidth`), on the top-label confidence and
+    its correctness, exactly as the authors' ``relplot.smECE(conf, correct)``; no bins
+    (``bins`` is ignored).  Fraction.
+    """
+    conf, correct = top_label(*_check(probs, labels))
+    return smooth_ece_at(conf, correct, smooth_ece_bandwidth(conf, correct))
+
+
 METRICS: dict[str, Callable[..., float]] = {
     "accuracy": accuracy,
     "brier": brier,
@@ -312,6 +477,8 @@ METRICS: dict[str, Callable[..., float]] = {
     "ece_equal_mass": ece_equal_mass,
     "mce_equal_mass": mce_equal_mass,
     "classwise_ece": classwise_ece,
+    "ece_l2_debiased": ece_l2_debiased,
+    "smooth_ece": smooth_ece,
 }
 
 
@@ -330,13 +497,15 @@ def compute_metrics(probs, labels, names: Sequence[str], bins: int = 15) -> dict
     top = None
     width = None
     mass = None
-    plain = {"brier": _brier, "nll": _nll, "classwise_ece": _classwise_ece}
+    plain = {"brier": _brier, "nll": _nll, "classwise_ece": _classwise_ece,
+             "ece_l2_debiased": lambda p, y, bins: ece_l2_debiased(p, y, bins),
+             "smooth_ece": lambda p, y, bins: smooth_ece(p, y, bins)}
     for name in names:
         if name in plain:
             out[name] = plain[name](p, y, bins)
             continue
         if top is None:  # confidence and correctness of the top label, shared
-            top = _top_label(p, y)
+            top = top_label(p, y)
         if name == "accuracy":
             out[name] = _accuracy(p, y, bins, top)
         elif name in ("ece", "mce", "ece_l2"):
@@ -349,17 +518,3 @@ def compute_metrics(probs, labels, names: Sequence[str], bins: int = 15) -> dict
             out[name] = (_ece_from if name == "ece_equal_mass" else _mce_from)(mass)
     return out
 
-
-def reliability_bins(probs, labels, bins: int = 15) -> dict:
-    """Reliability-diagram data (thesis eq. (5), fig. 1(b)) per equal-width bin, JSON-ready.
-
-    Returns ``{"count": [...], "confidence": [...], "accuracy": [...]}``: for every bin
-    ``((m-1)/M, m/M]`` of the top-label confidence, the number of samples ``|B_m|``, the mean
-    confidence ``C_m`` and the accuracy ``A_m`` (``None`` where the bin is empty).  The bin
-    weight of the diagram is ``count / sum(count)``.
-    """
-    p, y = _check(probs, labels)
-    count, conf_sum, acc_sum = _equal_width_stats(*_top_label(p, y), bins)
-    conf = [None if c == 0 else float(s / c) for c, s in zip(count, conf_sum, strict=True)]
-    acc = [None if c == 0 else float(s / c) for c, s in zip(count, acc_sum, strict=True)]
-    return {"count": [int(c) for c in count], "confidence": conf, "accuracy": acc}

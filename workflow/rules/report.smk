@@ -13,6 +13,7 @@ localrules:
 rule table:
     input:
         "results/metrics.csv",
+        **uncertainty_table_inputs(),  # issue 12: tie marks / interval cells (workflow/rules/uncertainty.smk)
     output:
         md=report("reports/tables/{metric}.md", caption="../report/table.rst", category="Tables"),
         tex="reports/tables/{metric}.tex",
@@ -25,7 +26,15 @@ rule table:
     run:
         from calibrepro.report.tables import write_table
 
-        write_table(input[0], wildcards.metric, output.md, output.tex, language=params.language)
+        write_table(
+            input[0],
+            wildcards.metric,
+            output.md,
+            output.tex,
+            language=params.language,
+            comparisons_csv=input.get("comparisons"),
+            intervals_csv=input.get("intervals"),
+        )
 
 
 rule reliability_figure:
@@ -48,7 +57,9 @@ rule reliability_figure:
     run:
         from calibrepro.report.figures import write_reliability_figure
 
-        write_reliability_figure(input[0], output.png, output.pdf, language=params.language)
+        write_reliability_figure(
+            input[0], output.png, output.pdf, language=params.language, intervals=RELIABILITY_LEVEL
+        )
 
 
 rule named_figure:
@@ -68,13 +79,16 @@ rule named_figure:
     run:
         from calibrepro.report.figures import write_reliability_figure
 
-        write_reliability_figure(input[0], output.png, output.pdf, language=params.language)
+        write_reliability_figure(
+            input[0], output.png, output.pdf, language=params.language, intervals=RELIABILITY_LEVEL
+        )
 
 
 rule reproduction:
     input:
         metrics="results/metrics.csv",
         published=[config["report"]["published"]] if config["report"]["published"] else [],
+        **uncertainty_reproduction_inputs(),  # issue 12: "inside our interval" column
     output:
         report("reports/reproduction.md", caption="../report/reproduction.rst", category="Reproduction"),
     threads: 1
@@ -85,5 +99,9 @@ rule reproduction:
         from calibrepro.report.reproduction import write_reproduction_report
 
         write_reproduction_report(
-            input.metrics, output[0], published_csv=config["report"]["published"], language="en"
+            input.metrics,
+            output[0],
+            published_csv=config["report"]["published"],
+            language="en",
+            intervals_csv=input.get("intervals"),
         )

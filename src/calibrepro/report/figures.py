@@ -14,13 +14,14 @@ PDF are written without timestamps or software versions, so the same data give t
 from __future__ import annotations
 
 import math
-import os
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from calibrepro.io import atomic_path, read_json
+from calibrepro.io import atomic_path
+from calibrepro.reliability import accuracy_intervals, check_reliability, read_reliability
 from calibrepro.report.labels import METHOD_ORDER, check_language, figure_title, method_name
 
 COLORS = {"confidence": "#d62728", "accuracy": "#1f77b4", "weight": "#2ca02c"}
@@ -47,25 +48,6 @@ WIDTH_IN = 7.0
 PANEL_HEIGHT_IN = 2.15
 PNG_METADATA = {"Software": None}
 PDF_METADATA = {"Creator": None, "Producer": None, "CreationDate": None}
-
-
-class ReliabilityFileError(ValueError):
-    """A reliability JSON file does not have the expected structure."""
-
-
-def check_reliability(data: dict, where: str = "reliability data") -> dict:
-    """Check the structure of a reliability record; return it."""
-    if not isinstance(data, dict) or not isinstance(data.get("methods"), dict) or not data["methods"]:
-        raise ReliabilityFileError(f"{where}: expected an object with a non-empty 'methods' object")
-    bins = data.get("bins")
-    if not isinstance(bins, int) or bins < 1:
-        raise ReliabilityFileError(f"{where}: 'bins' must be a positive integer, got {bins!r}")
-    for method, record in data["methods"].items():
-        for key in ("count", "confidence", "accuracy"):
-            values = record.get(key) if isinstance(record, dict) else None
-            if not isinstance(values, list) or len(values) != bins:
-                raise ReliabilityFileError(f"{where}: methods.{method}.{key} must be a list of {bins} values")
-    return data
 
 
 def ordered_methods(methods) -> list[str]:
@@ -95,21 +77,53 @@ def _grid(n: int) -> tuple[int, int]:
     return math.ceil(n / 3), 3
 
 
-def build_reliability_figure(data: dict, *, language: str = "ru", title: str | None = None) -> Figure:
-    """A matplotlib ``Figure`` (with an Agg canvas) of the reliability diagrams in ``data``."""
+def _bar_collection(xs, heights, width: float, color: str) -> PolyCollection:
+    """All bars of one series as one collection (one artist instead of one patch per bar)."""
+    half = width / 2
+    vertices = [[(x - half, 0.0), (x - half, h), (x + half, h), (x + half, 0.0)] for x, h in zip(xs, heights)]
+    return PolyCollection(vertices, facecolors=color, edgecolors="none", linewidths=0, zorder=2)
+
+
+def _layout(rows: int, cols: int, has_title: bool) -> dict:
+    """Fixed margins and gaps in inches, as figure fractions (no layout engine at draw time)."""
+    height = PANEL_HEIGHT_IN * rows + 0.75
+    top = (0.5 if has_title else 0.25) / height
+    return {
+        "left": 0.5 / WIDTH_IN, "right": 1 - 0.12 / WIDTH_IN, "top": 1 - top, "bottom": 0.62 / height,
+        "wspace": 0.14, "hspace": 0.4 / (PANEL_HEIGHT_IN - 0.45),
+    }
+
+
+def build_reliability_figure(
+    data: dict,
+    *,
+    language: str = "ru",
+    title: str | None = None,
+    intervals: float | None = None,
+) -> Figure:
+    """A matplotlib ``Figure`` (with an Agg canvas) of the reliability diagrams in ``data``.
+
+    ``intervals``: a confidence level (e.g. 0.95) draws the Wilson interval of every bin's
+    accuracy as an error bar on the blue bar (:func:`calibrepro.reliability.wilson_interval`);
+    None (the thesis's style) draws none.
+    """
     language = check_language(language)
     data = check_reliability(data)
     text = _TEXT[language]
     bins = data["bins"]
     methods = ordered_methods(list(data["methods"]))
     rows, cols = _grid(len(methods))
-    figure = Figure(figsize=(WIDTH_IN, PANEL_HEIGHT_IN * rows + 0.75), dpi=100, layout="constrained")
+    if title is None:
+        title = figure_title(str(data.get("dataset", "")), str(data.get("model", ""))).strip(", ")
+    figure = Figure(figsize=(WIDTH_IN, PANEL_HEIGHT_IN * rows + 0.75), dpi=100)
     FigureCanvasAgg(figure)
-    axes = figure.subplots(rows, cols, sharex=True, sharey=True, squeeze=False)
+    axes = figure.subplots(rows, cols, sharex=True, sharey=True, squeeze=False,
+                           gridspec_kw=_layout(rows, cols, bool(title)))
 
     width = 1.0 / bins
     bar = width / 3.0
     centres = [(m + 0.5) * width for m in range(bins)]
+    ticks = [0, 0.2, 0.4, 0.6, 0.8, 1.0]
     for index, ax in enumerate(axes.flat):
         if index >= len(methods):
             ax.set_visible(False)
@@ -125,9 +139,16 @@ def build_reliability_figure(data: dict, *, language: str = "ru", title: str | N
         for offset, key in zip((-bar, 0.0, bar), ("confidence", "accuracy", "weight")):
             xs = [c + offset for c, v, n in zip(centres, series[key], record["count"]) if n and v is not None]
             hs = [v for v, n in zip(series[key], record["count"]) if n and v is not None]
-            ax.bar(xs, hs, width=bar * 0.92, color=COLORS[key], linewidth=0, zorder=2)
+            ax.add_collection(_bar_collection(xs, hs, bar * 0.92, COLORS[key]), autolim=False)
+        if intervals is not None:
+            bounds = accuracy_intervals(record, intervals)
+            segments = [[(c, low), (c, high)] for c, (low, high), n in zip(centres, bounds, record["count"]) if n]
+            caps = [[(c - bar * 0.25, y), (c + bar * 0.25, y)]
+                    for c, pair, n in zip(centres, bounds, record["count"]) if n for y in pair]
+            ax.add_collection(LineCollection(segments + caps, colors="black", linewidths=0.6, zorder=4),
+                              autolim=False)
         ax.plot([0, 1], [0, 1], color="0.55", linewidth=0.6, linestyle=(0, (3, 2)), zorder=1)
-        ax.set_title(method_name(method, language), fontsize=9, pad=3)
+        ax.set_title(method_name(method, language), fontsize=9, pad=3, y=1.0)  # fixed y: no auto-placement per draw
         ece = bin_ece(record)
         if not math.isnan(ece):
             ax.text(
@@ -136,29 +157,28 @@ def build_reliability_figure(data: dict, *, language: str = "ru", title: str | N
                                     "linewidth": 0.5},
                 zorder=3,
             )
-        ax.set_xlim(0, 1)
-        ax.set_ylim(0, 1)
-        ticks = [0, 0.2, 0.4, 0.6, 0.8, 1.0]
-        ax.set_xticks(ticks)
-        ax.set_yticks(ticks)
-        ax.tick_params(labelsize=7, length=2.5, width=0.6, pad=2)
-        ax.grid(axis="y", color="0.9", linewidth=0.5, zorder=0)
+        if index == 0:  # shared axes: limits and tick positions are set once for all panels
+            ax.set_xlim(0, 1)
+            ax.set_ylim(0, 1)
+            ax.set_xticks(ticks)
+            ax.set_yticks(ticks)
+        row, col = divmod(index, cols)
+        bottom = row == rows - 1 or index + cols >= len(methods)
+        ax.tick_params(labelsize=7, length=2.5, width=0.6, pad=2, labelbottom=bottom)
+        ax.add_collection(LineCollection([[(0, y), (1, y)] for y in ticks[1:-1]], colors="0.9", linewidths=0.5,
+                                         zorder=0), autolim=False)
         for spine in ax.spines.values():
             spine.set_linewidth(0.6)
-        row, col = divmod(index, cols)
-        if row == rows - 1 or index + cols >= len(methods):
+        if bottom:
             ax.set_xlabel(text["xlabel"], fontsize=8, labelpad=2)
-            ax.tick_params(labelbottom=True)
         if col == 0:
             ax.set_ylabel(text["ylabel"], fontsize=8, labelpad=2)
 
     handles = [Patch(color=COLORS[key], label=text[key]) for key in ("confidence", "accuracy", "weight")]
-    if title is None:
-        title = figure_title(str(data.get("dataset", "")), str(data.get("model", ""))).strip(", ")
     if title:
-        figure.suptitle(title, fontsize=10)
-    figure.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8, frameon=False,
-                  handlelength=1.2, columnspacing=1.5)
+        figure.suptitle(title, fontsize=10, y=1 - 0.05 / figure.get_figheight(), va="top")
+    figure.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.0), ncols=3, fontsize=8,
+                  frameon=False, handlelength=1.2, columnspacing=1.5)
     return figure
 
 
@@ -170,15 +190,16 @@ def write_reliability_figure(
     language: str = "ru",
     title: str | None = None,
     dpi: int = 200,
+    intervals: float | None = None,
 ) -> None:
     """Draw ``reliability_json`` (one dataset/model/seed, every method) to ``png_path`` and ``pdf_path``.
 
     ``title`` defaults to the thesis's style, e.g. "CIFAR-10, googlenet"; ``language`` sets the
-    panel titles, axis labels and legend ("ru" or "en"). Both files are written atomically.
+    panel titles, axis labels and legend ("ru" or "en"); ``intervals`` a level for Wilson error bars
+    on the accuracy (None: the thesis's style). Both files are written atomically.
     """
-    data = read_json(reliability_json)
     figure = build_reliability_figure(
-        check_reliability(data, where=os.fspath(reliability_json)), language=language, title=title
+        read_reliability(reliability_json), language=language, title=title, intervals=intervals
     )
     with atomic_path(png_path) as tmp:
         figure.savefig(tmp, format="png", dpi=dpi, metadata=PNG_METADATA)

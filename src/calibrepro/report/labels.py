@@ -140,6 +140,24 @@ METRICS: dict[str, MetricSpec] = {
                 f"squared gap), {{bins}} bins (lower is better). {_VALUES_EN}",
             },
         ),
+        MetricSpec(
+            "ece_l2_debiased", True, 2, False, None,
+            {
+                "ru": "Debiased ECE-{l2}, % – несмещённая оценка ошибки калибровки в {l2}-норме (Kumar et al. "
+                f"2019), {{bins}} равномощных бинов (меньше – лучше). {_VALUES_RU}",
+                "en": "Debiased ECE-{l2}, % – debiased estimate of the {l2} calibration error (Kumar et al. "
+                f"2019), {{bins}} equal-mass bins (lower is better). {_VALUES_EN}",
+            },
+        ),
+        MetricSpec(
+            "smooth_ece", True, 2, False, None,
+            {
+                "ru": "Smooth ECE, % – сглаженная ошибка калибровки без бинов (Błasiok, Nakkiran 2023) "
+                f"(меньше – лучше). {_VALUES_RU}",
+                "en": "Smooth ECE, % – kernel-smoothed calibration error without bins (Błasiok & Nakkiran "
+                f"2023) (lower is better). {_VALUES_EN}",
+            },
+        ),
     ]
 }
 
@@ -187,6 +205,8 @@ SHORT_NAMES = {
     "ece_equal_mass": "ECE equal-mass, %",
     "mce_equal_mass": "MCE equal-mass, %",
     "ece_l2": "ECE-l2, %",
+    "ece_l2_debiased": "Debiased ECE-l2, %",
+    "smooth_ece": "Smooth ECE, %",
 }
 
 

@@ -12,6 +12,10 @@ For every cell present in both the published file and ``metrics.csv``:
   included, in printed units, the published value ``p`` lies within the noise when
   ``|p - mean| <= noise_sigmas * std + u/2`` where ``u`` is one unit of the last printed digit
   (the published value is itself rounded by up to ``u/2``); ``noise_sigmas`` defaults to 2.
+* **inside our interval** (only with an intervals file, ``results/intervals.csv``): the published
+  value lies in our bootstrap percentile interval of the seed-``seed`` cell (test-half resampling,
+  calibrators fixed; :mod:`calibrepro.bootstrap`), widened by ``u/2`` on both sides for the
+  rounding of the published number: ``low - u/2 <= p <= high + u/2`` in printed units.
 * **bold**: whether the methods our seed-``seed`` values make bold in a row (same rule as the
   tables) are the ones printed bold; counted over rows where every published method was regenerated.
 
@@ -33,6 +37,7 @@ from calibrepro.report.labels import check_language, format_number, method_name,
 from calibrepro.report.metrics_file import Metrics, read_metrics, summarise, table_cells
 from calibrepro.report.published import decimals_of, load_published
 from calibrepro.report.tables import md_escape
+from calibrepro.report.uncertainty_files import Intervals, read_intervals
 
 _TEXT = {
     "en": {
@@ -44,6 +49,12 @@ _TEXT = {
         "noise_seeds": "; split noise from seeds {seeds}",
         "overall": "**Identical at the printed precision: {identical} of {compared} compared cells ({percent}).**",
         "overall_noise": " Within the split noise: {within} of {noisy}.",
+        "overall_interval": " Inside our {level}% bootstrap interval: {inside} of {count}.",
+        "interval_rule": "*inside interval* = the published value lies in our {level}% bootstrap percentile interval "
+        "of the seed-{seed} cell (B = {b} resamples of the test half, calibrators fixed), widened by half a unit "
+        "of the last printed digit.",
+        "interval": "Our {level}% interval",
+        "inside": "Inside interval",
         "overall_none": "**No published cell has a regenerated value to compare with.**",
         "none_help": "None of the regenerated models ({ours}) has published values here, so this report "
         "compares nothing; the offline demo's models have none. To compare your own models, write their "
@@ -95,6 +106,12 @@ _TEXT = {
         "noise_seeds": "; разброс по разбиениям – seed {seeds}",
         "overall": "**Совпадают с точностью печати: {identical} из {compared} сравненных ячеек ({percent}).**",
         "overall_noise": " В пределах разброса по разбиениям: {within} из {noisy}.",
+        "overall_interval": " Внутри нашего {level}%-го бутстреп-интервала: {inside} из {count}.",
+        "interval_rule": "*внутри интервала* – опубликованное значение лежит в нашем {level}%-м перцентильном "
+        "бутстреп-интервале ячейки seed {seed} (B = {b} выборок тестовой части, калибраторы фиксированы), "
+        "расширенном на половину единицы последнего знака.",
+        "interval": "Наш {level}%-й интервал",
+        "inside": "Внутри интервала",
         "overall_none": "**Ни одной опубликованной ячейке не соответствует полученное значение.**",
         "none_help": "Ни для одной из полученных моделей ({ours}) здесь нет опубликованных значений, "
         "поэтому отчёт ничего не сравнивает; у моделей офлайн-демо их нет. Чтобы сравнить свои модели, "
@@ -165,6 +182,9 @@ class Comparison:
     noise_n: int
     #: None when fewer than two seeds
     within_noise: bool | None
+    #: our bootstrap interval at ``seed`` in printed units, and whether the published value is inside
+    interval: tuple[float, float] | None = None
+    inside_interval: bool | None = None
 
     @property
     def missed(self) -> bool:
@@ -184,6 +204,7 @@ def compare(
     *,
     seed: int = 0,
     noise_sigmas: float = 2.0,
+    intervals: Intervals | None = None,
 ) -> tuple[list[Comparison], pd.DataFrame, list[tuple[str, str, str, str]]]:
     """Compare; returns the comparisons (published order), the published cells without any
     regenerated value, and our cells (of published metrics) without a published value."""
@@ -222,12 +243,19 @@ def compare(
             tolerance = noise_sigmas * std + 0.5 * 10.0 ** (-decimals)
             # the 1e-12 relative slack keeps a value exactly on the boundary inside despite float noise
             within = abs(float(row.value) - mean) <= tolerance * (1 + 1e-12)
+        interval = inside = None
+        bounds = None if intervals is None else intervals.cells.get(key, {}).get(seed)
+        if bounds is not None:
+            interval = (spec.display(bounds[1]), spec.display(bounds[2]))
+            half_unit = 0.5 * 10.0 ** (-decimals)
+            inside = interval[0] - half_unit <= float(row.value) <= interval[1] + half_unit
         comparisons.append(
             Comparison(
                 table=str(row.table), dataset=row.dataset, model=row.model, method=row.method,
                 metric=row.metric, published=row.value, published_bold=bool(row.bold), decimals=decimals,
                 ours=ours, ours_bold=ours_bold(*key) if seed in by_seed else None, identical=identical,
                 difference=difference, noise_mean=mean, noise_std=std, noise_n=n, within_noise=within,
+                interval=interval, inside_interval=inside,
             )
         )
     published_keys = set(zip(published["dataset"], published["model"], published["method"], published["metric"]))
@@ -300,10 +328,16 @@ def render_reproduction(
     language: str = "en",
     seed: int = 0,
     noise_sigmas: float = 2.0,
+    intervals: Intervals | None = None,
 ) -> str:
-    """The reproduction report as Markdown text (``published_label`` None = the bundled thesis values)."""
+    """The reproduction report as Markdown text (``published_label`` None = the bundled thesis values);
+    ``intervals`` adds whether each published value lies inside our bootstrap interval."""
     t = _TEXT[check_language(language)]
-    comparisons, unmatched, extra = compare(metrics, published, seed=seed, noise_sigmas=noise_sigmas)
+    comparisons, unmatched, extra = compare(
+        metrics, published, seed=seed, noise_sigmas=noise_sigmas, intervals=intervals
+    )
+    has_interval = any(c.inside_interval is not None for c in comparisons)
+    level = "" if intervals is None else format(intervals.level * 100, "g")
     noise_seeds = metrics.seeds if len(metrics.seeds) > 1 else []
     has_noise = any(c.within_noise is not None for c in comparisons)
     yes_no = lambda flag: t["na"] if flag is None else (t["yes"] if flag else t["no"])  # noqa: E731
@@ -328,6 +362,11 @@ def render_reproduction(
         line = t["overall"].format(identical=identical, compared=compared, percent=_percent(identical, compared))
         if has_noise:
             line += t["overall_noise"].format(within=within, noisy=noisy)
+        if has_interval:
+            checked = [c for c in comparisons if c.inside_interval is not None]
+            line += t["overall_interval"].format(
+                level=level, inside=sum(c.inside_interval for c in checked), count=len(checked)
+            )
         out += [line, ""]
         by_table = _groups(comparisons, lambda c: (c.table, c.metric))
         items = []
@@ -336,6 +375,8 @@ def render_reproduction(
             items.append(f"{_table_label(table, metric)} – {_ratio(i, n)} {t['identical_short']}")
         out += [t["glance"].format(items="; ".join(items)), ""]
     out += [t["rules"].format(k=format(noise_sigmas, "g")), ""]
+    if has_interval:
+        out += [t["interval_rule"].format(level=level, seed=seed, b=intervals.resamples), ""]
 
     def cell_rows(cells: list[Comparison]) -> tuple[list[str], list[list[str]], list[bool]]:
         header = [t["table"], t["data"], t["model"], t["method"], t["published"], t["ours"].format(seed=seed),
@@ -343,6 +384,9 @@ def render_reproduction(
         numeric = [False, False, False, False, True, True, True]
         if has_noise:
             header += [t["noise"], t["within"]]
+            numeric += [True, False]
+        if has_interval:
+            header += [t["interval"].format(level=level), t["inside"]]
             numeric += [True, False]
         rows = []
         for c in cells:
@@ -357,6 +401,13 @@ def render_reproduction(
                             yes_no(c.within_noise)]
                 else:
                     row += ["—", t["na"]]
+            if has_interval:
+                if c.interval is None:
+                    row += ["—", t["na"]]
+                else:
+                    d = c.decimals + 1
+                    row += [f"[{format_number(c.interval[0], d)}, {format_number(c.interval[1], d)}]",
+                            yes_no(c.inside_interval)]
             rows.append(row)
         return header, rows, numeric
 
@@ -445,10 +496,12 @@ def write_reproduction_report(
     language: str = "en",
     seed: int = 0,
     noise_sigmas: float = 2.0,
+    intervals_csv=None,
 ) -> None:
     """Write ``md_path``: published values (``published_csv``, None = the bundled thesis appendix)
     against ``metrics_csv`` at split ``seed`` (0 = the thesis's split), with the split noise from
-    every seed in the file when there are several (rule: ``noise_sigmas`` std + half a printed unit)."""
+    every seed in the file when there are several (rule: ``noise_sigmas`` std + half a printed unit),
+    and with ``intervals_csv`` whether each published value lies inside our bootstrap interval."""
     metrics = read_metrics(metrics_csv)
     published = load_published(published_csv)
     text = render_reproduction(
@@ -459,5 +512,6 @@ def write_reproduction_report(
         language=language,
         seed=seed,
         noise_sigmas=noise_sigmas,
+        intervals=None if intervals_csv is None else read_intervals(intervals_csv),
     )
     write_text(md_path, text)

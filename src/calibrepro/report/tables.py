@@ -15,8 +15,10 @@ scaled down to ``\\linewidth`` only when it is wider. Output is byte-identical f
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import jinja2
@@ -32,6 +34,7 @@ from calibrepro.report.labels import (
     metric_spec,
 )
 from calibrepro.report.metrics_file import Cell, Metrics, read_metrics, table_cells
+from calibrepro.report.uncertainty_files import Comparisons, Intervals, read_comparisons, read_intervals
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -41,6 +44,18 @@ _SEEDS_NOTE = {
     "en": "Mean ± standard deviation over splits of the data (seeds {seeds}); bold: best mean.",
 }
 _MISSING = {"md": "—", "tex": "--"}
+_TIES_NOTE = {
+    "ru": "Жирным также выделены методы, статистически неотличимые от лучшего: {level}%-й парный бутстреп-интервал "
+    "их разности с лучшим (B = {b}) содержит 0{seeds}.",
+    "en": "Bold also marks every method statistically tied with the best: the paired bootstrap {level}% interval of "
+    "its difference to the best (B = {b}) contains 0{seeds}.",
+}
+_TIES_SEEDS = {"ru": " (при каждом разбиении)", "en": " (in every split)"}
+_INTERVAL_NOTE = {
+    "ru": "В скобках – {level}%-й перцентильный бутстреп-интервал по тестовой выборке (B = {b}){seeds}.",
+    "en": "In brackets: the {level}% bootstrap percentile interval over the test half (B = {b}){seeds}.",
+}
+_INTERVAL_SEEDS = {"ru": "; с несколькими разбиениями – средние границы", "en": "; with several splits, mean bounds"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -113,13 +128,17 @@ def md_escape(text: str) -> str:
 # --------------------------------------------------------------------------- cells
 
 
-def format_cell(cell: Cell | None, metric: str, kind: str, multi_seed: bool) -> str:
-    """The printed text of one cell for ``kind`` "md" or "tex"."""
+def format_cell(
+    cell: Cell | None, metric: str, kind: str, multi_seed: bool, interval: tuple[float, float] | None = None
+) -> str:
+    """The printed text of one cell for ``kind`` "md" or "tex"; ``interval`` (low, high) replaces the std."""
     spec = metric_spec(metric)
     if cell is None or cell.n == 0:
         return _MISSING[kind]
     text = spec.format(cell.mean)
-    if multi_seed and cell.n > 1:
+    if interval is not None:
+        text = f"{text} [{spec.format(interval[0])}, {spec.format(interval[1])}]"
+    elif multi_seed and cell.n > 1:
         std = format_number(spec.display(cell.std), spec.decimals)
         text = f"{text} ± {std}" if kind == "md" else f"{text} $\\pm$ {std}"
     if cell.bold:
@@ -141,6 +160,32 @@ def _caption(metric: str, language: str, bins: int, seeds: list[int]) -> str:
     return text
 
 
+def _level(level: float) -> str:
+    return format(level * 100, "g")
+
+
+def mark_ties(cells: dict, comparisons: Comparisons, metric: str, seeds: list[int]) -> dict:
+    """Cells with bold added where the method is tied with its row's best at every seed used."""
+    out = {}
+    for (dataset, model, method), cell in cells.items():
+        by_seed = comparisons.tied.get((dataset, model, method, metric), {})
+        tied = bool(seeds) and all(by_seed.get(seed, False) for seed in seeds)
+        out[(dataset, model, method)] = replace(cell, bold=cell.bold or tied)
+    return out
+
+
+def cell_intervals(intervals: Intervals, metric: str, seeds: list[int]) -> dict:
+    """``(dataset, model, method) -> (low, high)``: the interval, or the mean bounds over the seeds used."""
+    out = {}
+    for (dataset, model, method, name), by_seed in intervals.cells.items():
+        if name != metric or not all(seed in by_seed for seed in seeds):
+            continue
+        lows = [by_seed[seed][1] for seed in seeds]
+        highs = [by_seed[seed][2] for seed in seeds]
+        out[(dataset, model, method)] = (math.fsum(lows) / len(seeds), math.fsum(highs) / len(seeds))
+    return out
+
+
 # --------------------------------------------------------------------------- rendering
 
 
@@ -152,8 +197,14 @@ def render_table(
     language: str = "ru",
     seeds: list[int] | None = None,
     bins: int = 15,
+    comparisons: Comparisons | None = None,
+    intervals: Intervals | None = None,
 ) -> str:
-    """The table of ``metric`` as text; ``kind`` is "md" or "tex"; ``seeds`` restricts the seeds used."""
+    """The table of ``metric`` as text; ``kind`` is "md" or "tex"; ``seeds`` restricts the seeds used.
+
+    ``comparisons``: also bold every method tied with its row's best (paired bootstrap), with a note
+    in the caption. ``intervals``: cells read ``estimate [low, high]`` instead of ``mean ± std``.
+    """
     language = check_language(language)
     if kind not in ("md", "tex"):
         raise ValueError(f"kind must be 'md' or 'tex', got {kind!r}")
@@ -163,9 +214,22 @@ def render_table(
     multi = len(used) > 1
     spec = metric_spec(metric)
     caption = _caption(metric, language, bins, used)
+    if comparisons is not None:
+        cells = mark_ties(cells, comparisons, metric, used)
+        caption += " " + _TIES_NOTE[language].format(
+            level=_level(comparisons.level), b=comparisons.resamples, seeds=_TIES_SEEDS[language] if multi else ""
+        )
+    bounds = {}
+    if intervals is not None:
+        bounds = cell_intervals(intervals, metric, used)
+        caption += " " + _INTERVAL_NOTE[language].format(
+            level=_level(intervals.level), b=intervals.resamples, seeds=_INTERVAL_SEEDS[language] if multi else ""
+        )
     names = [method_name(m, language) for m in methods]
     body = [
-        [dataset, model] + [format_cell(cells.get((dataset, model, m)), metric, kind, multi) for m in methods]
+        [dataset, model]
+        + [format_cell(cells.get((dataset, model, m)), metric, kind, multi, bounds.get((dataset, model, m)))
+           for m in methods]
         for dataset, model in rows
     ]
 
@@ -216,15 +280,24 @@ def write_table(
     language: str = "ru",
     seeds: list[int] | None = None,
     bins: int = 15,
+    comparisons_csv=None,
+    intervals_csv=None,
 ) -> None:
     """Write the table of ``metric`` from ``metrics_csv`` as Markdown (``md_path``) and LaTeX (``tex_path``).
 
     ``language``: "ru" (thesis captions and headers) or "en". ``seeds``: the seeds to use (default:
     every seed in the file; several give ``mean ± std`` cells). ``bins``: the number of bins named in
-    the ECE/MCE captions. Both files are written atomically.
+    the ECE/MCE captions. ``comparisons_csv``: bold every statistically tied method too (config
+    ``report.mark_ties``). ``intervals_csv``: cells with bootstrap intervals (``report.cells:
+    interval``). Both files are written atomically.
     """
     metrics = read_metrics(metrics_csv)
-    md = render_table(metrics, metric, "md", language=language, seeds=seeds, bins=bins)
-    tex = render_table(metrics, metric, "tex", language=language, seeds=seeds, bins=bins)
+    options = dict(
+        language=language, seeds=seeds, bins=bins,
+        comparisons=None if comparisons_csv is None else read_comparisons(comparisons_csv),
+        intervals=None if intervals_csv is None else read_intervals(intervals_csv),
+    )
+    md = render_table(metrics, metric, "md", **options)
+    tex = render_table(metrics, metric, "tex", **options)
     write_text(md_path, md)
     write_text(tex_path, tex)

@@ -1,0 +1,134 @@
+"""Time B = 1000 bootstrap intervals of every metric for the thesis-shaped appendix, and the size study.
+
+Intervals: synthetic test halves of the thesis's 32 models (13 x K=10 and 15 x K=100 with 5,000
+test samples, 4 x K=1000 with 25,000), six methods each (six temperatures of the same logits, so
+the probability matrices differ as calibrators' do), every metric of ``calibrepro.metrics.METRICS``
+(``--metrics`` to restrict), resampled with shared counts per model as ``bootstrap_step`` does:
+counts, replicates, percentile intervals and paired differences. Models run in ``--jobs``
+worker processes (default 1: serial, numpy's BLAS may use every core; 2 = what Snakemake does with
+``--cores 2``, one BLAS thread per worker); the time per shape and the total wall time are printed.
+
+Size study: ``--size-study DIR`` also times ``size_study_step`` on the demo's cached logits and split
+in DIR (a finished ``make demo`` / snakemake working directory), with the demo's sizes and seeds.
+
+    .venv/bin/python benchmarks/bench_bootstrap.py [--resamples 1000] [--models 13,15,4] [--jobs 2] [--size-study .]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import yaml
+from scipy.special import softmax
+
+from calibrepro import metrics as M
+from calibrepro.bootstrap import (
+    bootstrap_replicates, bootstrap_seed, paired_differences, percentile_interval, resample_counts,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAPES = (("cifar10", 10, 5_000), ("cifar100", 100, 5_000), ("imagenet", 1000, 25_000))
+SCALES = (2.5, 1.0, 1.2, 1.4, 1.6, 1.8)
+
+
+def test_half(k: int, n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    labels = np.arange(n) % k
+    logits = rng.normal(size=(n, k))
+    hit = rng.random(n) < 0.8
+    target = np.where(hit, labels, rng.integers(0, k, size=n))
+    logits[np.arange(n), target] += rng.gamma(4.0, 1.0, size=n)
+    return logits, labels
+
+
+def one_model(k: int, n: int, seed: int, names: list[str], resamples: int) -> None:
+    logits, labels = test_half(k, n, seed)
+    counts = resample_counts(n, resamples, bootstrap_seed(0, "bench", seed, 0))
+    methods = [f"m{j}" for j in range(len(SCALES))]
+    replicates = bootstrap_replicates(
+        ((m, softmax(logits * s, axis=1)) for m, s in zip(methods, SCALES)), labels, names, counts
+    )
+    for name in names:
+        estimates = {m: float(np.mean(replicates[m][name])) for m in methods}  # stand-in: not timed separately
+        for m in methods:
+            percentile_interval(replicates[m][name], 0.95)
+        paired_differences({m: replicates[m][name] for m in methods}, estimates, methods[0], 0.95)
+
+
+def _timed_model(job):
+    k, n, seed, names, resamples, single_thread = job
+    if single_thread:
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(1):
+            start = time.perf_counter()
+            one_model(k, n, seed, names, resamples)
+    else:
+        start = time.perf_counter()
+        one_model(k, n, seed, names, resamples)
+    return k, time.perf_counter() - start
+
+
+def time_intervals(args) -> None:
+    names = args.metrics.split(",") if args.metrics else list(M.METRICS)
+    counts = [int(c) for c in args.models.split(",")]
+    print(f"B = {args.resamples} bootstrap intervals, {len(names)} metrics ({', '.join(names)}), 6 methods, "
+          f"{args.jobs} worker process(es)")
+    jobs = [(k, n, 1000 * k + index, names, args.resamples, args.jobs > 1)
+            for (_, k, n), count in zip(SHAPES, counts) for index in range(count)]
+    jobs.sort(key=lambda job: -job[0] * job[1])  # largest first: better balance over the workers
+    start = time.perf_counter()
+    if args.jobs > 1:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            results = list(pool.map(_timed_model, jobs))
+    else:
+        results = [_timed_model(job) for job in jobs]
+    wall = time.perf_counter() - start
+    for (dataset, k, n), count in zip(SHAPES, counts):
+        spent = sum(t for kk, t in results if kk == k)
+        print(f"  {dataset:9s} {count:2d} x K={k:<4d} N={n:6,d}: {spent:7.2f} s in the workers "
+              f"({spent / max(count, 1):.2f} s per model)")
+    print(f"  TOTAL {sum(counts)} models: {wall:.2f} s wall")
+
+
+def time_size_study(workdir: Path) -> None:
+    from calibrepro.pipeline import size_study_step
+
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    study = config["size_study"]
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        for dataset, models in config["models"].items():
+            for model in models:
+                size_study_step(
+                    workdir / f"results/logits/{dataset}/{model}.npz", workdir / f"results/splits/{dataset}/seed0.npz",
+                    methods=config["calibrators"], sizes=study["sizes"], seeds=study["seeds"],
+                    metrics=config["metrics"], bins=config["bins"], dataset=dataset, model=model,
+                    output=Path(tmp) / f"{model}.csv",
+                )
+    elapsed = time.perf_counter() - start
+    fits = sum(len(m) for m in config["models"].values()) * len(study["sizes"]) * len(study["seeds"])
+    print(f"size study on the demo ({fits * len(config['calibrators'])} fits, {len(config['metrics'])} metrics each): "
+          f"{elapsed:.2f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--resamples", type=int, default=1000)
+    parser.add_argument("--models", default="13,15,4", help="models per shape (K=10, K=100, K=1000)")
+    parser.add_argument("--metrics", default="", help="comma-separated subset of the metrics (default: all)")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    parser.add_argument("--size-study", type=Path, help="a finished demo working directory")
+    args = parser.parse_args()
+    time_intervals(args)
+    if args.size_study is not None:
+        time_size_study(args.size_study)
+
+
+if __name__ == "__main__":
+    main()

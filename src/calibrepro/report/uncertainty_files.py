@@ -1,0 +1,80 @@
+"""Read ``results/intervals.csv`` and ``results/comparisons.csv`` (written by the bootstrap step).
+
+Both are tidy: one row per dataset/model/method/seed/metric. The report uses them for interval
+cells and tie marks in the tables and for the "inside our interval" column of the reproduction
+report.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+INTERVAL_COLUMNS = ("dataset", "model", "method", "seed", "metric", "estimate", "low", "high", "level", "B")
+COMPARISON_COLUMNS = ("dataset", "model", "seed", "metric", "method", "best", "difference", "low", "high",
+                      "level", "B", "tied")
+
+
+class UncertaintyFileError(ValueError):
+    """An intervals or comparisons file is missing columns or holds unusable values."""
+
+
+@dataclass
+class Intervals:
+    """(dataset, model, method, metric) -> {seed: (estimate, low, high)}, with the level and B."""
+
+    cells: dict = field(default_factory=dict)
+    level: float = float("nan")
+    resamples: int = 0
+
+
+@dataclass
+class Comparisons:
+    """(dataset, model, method, metric) -> {seed: tied with the row's best}, with the level and B."""
+
+    tied: dict = field(default_factory=dict)
+    level: float = float("nan")
+    resamples: int = 0
+
+
+def _rows(path, columns):
+    path = Path(path)
+    if not path.is_file():
+        raise UncertaintyFileError(f"{path}: no such file")
+    with open(path, newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        missing = [c for c in columns if c not in (reader.fieldnames or [])]
+        if missing:
+            raise UncertaintyFileError(f"{path}: missing column(s) {missing}; expected {list(columns)}")
+        for line, row in enumerate(reader, start=2):
+            try:
+                row["seed"], row["B"], row["level"] = int(row["seed"]), int(row["B"]), float(row["level"])
+            except ValueError:
+                raise UncertaintyFileError(f"{path}, line {line}: seed, B or level is not a number") from None
+            yield line, row
+
+
+def read_intervals(path: str | os.PathLike) -> Intervals:
+    """Read an intervals file (every row must share one level and B)."""
+    out = Intervals()
+    for line, row in _rows(path, INTERVAL_COLUMNS):
+        key = (row["dataset"], row["model"], row["method"], row["metric"])
+        try:
+            value = (float(row["estimate"]), float(row["low"]), float(row["high"]))
+        except ValueError:
+            raise UncertaintyFileError(f"{path}, line {line}: estimate, low or high is not a number") from None
+        out.cells.setdefault(key, {})[row["seed"]] = value
+        out.level, out.resamples = row["level"], row["B"]
+    return out
+
+
+def read_comparisons(path: str | os.PathLike) -> Comparisons:
+    """Read a comparisons file."""
+    out = Comparisons()
+    for _, row in _rows(path, COMPARISON_COLUMNS):
+        key = (row["dataset"], row["model"], row["method"], row["metric"])
+        out.tied.setdefault(key, {})[row["seed"]] = row["tied"].strip() == "1"
+        out.level, out.resamples = row["level"], row["B"]
+    return out

@@ -1,0 +1,125 @@
+"""Calibration-set-size study: every calibrator fitted on nested subsets of the calibration half.
+
+For each configured size n and subset seed r, the calibrators are fitted on the first n samples
+of a seeded, stratified ordering of the calibration half (so the subsets of one seed are nested:
+the 200 samples contain the 100) and evaluated with every metric on the *same* test half as the
+main tables. Repeating over seeds gives the spread of a metric that comes from which samples
+happened to be in the calibration set.
+
+Stratified ordering: the samples of each class are shuffled, the j-th of the ``n_c`` samples of
+class c gets the key ``(j + 0.5) / n_c``, and the samples are sorted by key (ties in random
+order). Every prefix then holds each class in proportion to its share of the calibration half,
+within one sample, which is what a stratified subsample of that size would hold.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from calibrepro.metrics import compute_metrics
+
+COLUMNS = ("dataset", "model", "method", "size", "seed", "metric", "value")
+
+#: evaluation samples and classes of the data sets of the built-in sources (for config validation)
+KNOWN_DATASETS = {"cifar10": (10_000, 10), "cifar100": (10_000, 100), "imagenet": (50_000, 1000)}
+DIGITS_SAMPLES = 1797
+
+
+class SizeStudyError(ValueError):
+    """A size of the study does not fit the calibration half; the message names the config key."""
+
+
+def stratified_order(labels: np.ndarray, seed: int) -> np.ndarray:
+    """Indices of ``labels`` in a seeded order whose every prefix is stratified (module docstring)."""
+    labels = np.asarray(labels)
+    rng = np.random.default_rng(seed)
+    keys = np.empty(labels.shape[0])
+    for c in np.unique(labels):
+        members = np.flatnonzero(labels == c)
+        members = members[rng.permutation(members.size)]
+        keys[members] = (np.arange(members.size) + 0.5) / members.size
+    return np.lexsort((rng.random(labels.shape[0]), keys))
+
+
+def check_sizes(sizes: Sequence[int], calibration_samples: int, classes: int, where: str) -> None:
+    """Every size must fit the calibration half and give each class at least 2 samples on average."""
+    for size in sizes:
+        if size > calibration_samples:
+            raise SizeStudyError(
+                f"size_study.sizes: {size} is larger than the calibration half of {where} "
+                f"({calibration_samples} samples); use sizes up to {calibration_samples}"
+            )
+        if size < 2 * classes:
+            raise SizeStudyError(
+                f"size_study.sizes: {size} gives fewer than 2 samples per class to the stratified subsets of "
+                f"{where} ({classes} classes); use sizes of at least {2 * classes}"
+            )
+
+
+def calibration_half(samples: int, calibration_fraction: float) -> int:
+    """Size of the calibration half of ``samples`` (scikit-learn's ``train_test_split`` rounding)."""
+    return samples - math.ceil(round(1.0 - calibration_fraction, 12) * samples)
+
+
+def _dataset_shape(dataset: str, models: dict, config: dict) -> tuple[int, int] | None:
+    """(evaluation samples, classes) of a data set from the config alone, or None when unknown."""
+    for spec in models.values():
+        if spec.get("source") == "logits":
+            path = Path(spec["path"])
+            if not path.is_file():
+                return None
+            with np.load(path, allow_pickle=False) as archive:
+                labels = archive["labels"]
+                return labels.shape[0], int(archive["logits"].shape[1])
+    if dataset in KNOWN_DATASETS:
+        return KNOWN_DATASETS[dataset]
+    if dataset == "digits":
+        fraction = config.get("datasets", {}).get("digits", {}).get("evaluation_fraction", 0.5)
+        return math.ceil(fraction * DIGITS_SAMPLES), 10
+    return None
+
+
+def check_size_study_config(config: dict) -> None:
+    """Stop at validation when a configured size cannot be drawn from some data set's calibration half."""
+    study = config.get("size_study", {})
+    if not study.get("enabled", False):
+        return
+    fraction = config["split"]["calibration_fraction"]
+    for dataset, models in config["models"].items():
+        shape = _dataset_shape(dataset, models, config)
+        if shape is not None:
+            check_sizes(study["sizes"], calibration_half(shape[0], fraction), shape[1], f"data set {dataset}")
+
+
+def run_size_study(
+    calibration: tuple[np.ndarray, np.ndarray],
+    test: tuple[np.ndarray, np.ndarray],
+    *,
+    methods: Sequence[str],
+    sizes: Sequence[int],
+    seeds: Sequence[int],
+    metrics: Sequence[str],
+    bins: int,
+    progress=None,
+) -> Iterator[tuple[str, int, int, str, float]]:
+    """Yield ``(method, size, seed, metric, value)`` for every fit of the study (sizes ascending)."""
+    from calibrepro.calibrators import make_calibrator  # torch: not needed to validate a config
+
+    (cal_logits, cal_labels), (test_logits, test_labels) = calibration, test
+    classes = int(max(cal_labels.max(), test_labels.max())) + 1
+    check_sizes(sizes, len(cal_labels), classes, "this model")
+    for seed in seeds:
+        order = stratified_order(cal_labels, seed)
+        for size in sorted(sizes):
+            subset = order[:size]
+            for method in methods:
+                calibrator = make_calibrator(method, bins=bins).fit(cal_logits[subset], cal_labels[subset])
+                values = compute_metrics(calibrator.predict_proba(test_logits), test_labels, metrics, bins=bins)
+                for metric in metrics:
+                    yield method, size, seed, metric, values[metric]
+                if progress is not None:
+                    progress.update(1)

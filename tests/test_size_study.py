@@ -1,0 +1,122 @@
+"""Calibration-set-size study: nested stratified subsets, values, config validation, report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from calibrepro.calibrators import make_calibrator
+from calibrepro.config import ConfigError, load_schema, validate_config
+from calibrepro.metrics import compute_metrics
+from calibrepro.size_study import calibration_half, run_size_study, stratified_order
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = load_schema(ROOT / "workflow" / "schemas" / "config.schema.yaml")
+
+
+def test_stratified_order_prefixes_are_nested_and_stratified():
+    labels = np.repeat([0, 1, 2, 3], [50, 100, 150, 200])  # shares 1/10, 2/10, 3/10, 4/10
+    order = stratified_order(labels, seed=3)
+    assert sorted(order.tolist()) == list(range(500))  # a permutation
+    for size in (10, 20, 37, 100, 250, 499):
+        counts = np.bincount(labels[order[:size]], minlength=4)
+        expected = size * np.array([0.1, 0.2, 0.3, 0.4])
+        assert np.all(np.abs(counts - expected) <= 1), (size, counts)
+    assert not np.array_equal(order, stratified_order(labels, seed=4))
+    assert np.array_equal(order, stratified_order(labels, seed=3))
+
+
+def test_size_study_values_equal_direct_fits():
+    rng = np.random.default_rng(0)
+    k, n = 4, 400
+    labels = np.arange(n) % k
+    logits = (rng.normal(size=(n, k)) * 2).astype(np.float32)
+    logits[np.arange(n), labels] += 2.5
+    cal, test = (logits[:200], labels[:200]), (logits[200:], labels[200:])
+    rows = list(run_size_study(cal, test, methods=["uncalibrated", "temperature_scaling", "isotonic"],
+                               sizes=[100, 20], seeds=[0, 1], metrics=["ece", "nll"], bins=15))
+    assert len(rows) == 2 * 2 * 3 * 2
+    assert [r[1] for r in rows[:12]] == [20] * 6 + [100] * 6  # sizes ascending within a seed
+    subset = stratified_order(cal[1], 1)[:20]
+    expected = compute_metrics(
+        make_calibrator("isotonic").fit(cal[0][subset], cal[1][subset]).predict_proba(test[0]), test[1], ["ece", "nll"]
+    )
+    got = {r[3]: r[4] for r in rows if r[:3] == ("isotonic", 20, 1)}
+    assert got == expected
+    uncalibrated = {r[4] for r in rows if r[0] == "uncalibrated" and r[3] == "ece"}
+    assert len(uncalibrated) == 1  # no fit: the same value at every size and seed
+
+
+def test_calibration_half_follows_train_test_split():
+    from sklearn.model_selection import train_test_split
+
+    for n, fraction in ((899, 0.5), (10_000, 0.5), (1000, 0.7), (101, 0.3)):
+        expected = len(train_test_split(np.arange(n), test_size=round(1 - fraction, 12), random_state=0)[0])
+        assert calibration_half(n, fraction) == expected
+
+
+def demo(**sections):
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    for key, value in sections.items():
+        config[key] = {**config.get(key, {}), **value}
+    return config
+
+
+@pytest.mark.parametrize(
+    "sections, message",
+    [
+        ({"uncertainty": {"bootstrap": 0}}, r"uncertainty\.bootstrap: 0 is less than the minimum of 1"),
+        ({"uncertainty": {"level": 1.0}}, r"uncertainty\.level: 1\.0 is greater than or equal to the maximum of 1"),
+        ({"uncertainty": {"level": 0}}, r"uncertainty\.level: 0 is less than or equal to the minimum of 0"),
+        ({"size_study": {"sizes": [100, 450]}}, r"size_study\.sizes: 450 is larger than the calibration half of "
+                                                  r"data set digits \(449 samples\)"),
+        ({"size_study": {"sizes": [19, 100]}}, r"size_study\.sizes: 19 gives fewer than 2 samples per class .*"
+                                                 r"\(10 classes\); use sizes of at least 20"),
+        ({"size_study": {"metric": "brier_score"}}, r"size_study\.metric: 'brier_score' is not one of the configured"),
+        ({"uncertainty": {"rank_metric": "auc"}}, r"uncertainty\.rank_metric: 'auc' is not one of the configured"),
+        ({"uncertainty": {"enabled": False}, "report": {"mark_ties": True}}, r"report\.mark_ties: needs the bootstrap"),
+        ({"report": {"cells": "median"}}, r"report\.cells: 'median' is not one of mean_sd, interval"),
+    ],
+)
+def test_bad_uncertainty_settings_stop_at_validation(sections, message):
+    with pytest.raises(ConfigError, match=message):
+        validate_config(demo(**sections), SCHEMA)
+
+
+def test_sizes_are_checked_against_own_logits(tmp_path):
+    np.savez(tmp_path / "m.npz", logits=np.zeros((300, 3), np.float32), labels=np.arange(300) % 3)
+    config = {"models": {"mine": {"m": {"source": "logits", "path": str(tmp_path / "m.npz")}}},
+              "size_study": {"enabled": True, "sizes": [150], "seeds": [0]}}
+    validate_config(config, SCHEMA)  # the calibration half holds 150
+    config["size_study"]["sizes"] = [151]
+    with pytest.raises(ConfigError, match=r"size_study\.sizes: 151 is larger .* \(150 samples\)"):
+        validate_config(config, SCHEMA)
+    config["size_study"]["enabled"] = False
+    validate_config(config, SCHEMA)  # not checked when the study is off
+
+
+def test_size_study_report_table_and_figure(tmp_path):
+    from calibrepro.report.size_study import write_size_study_report
+
+    lines = ["dataset,model,method,size,seed,metric,value"]
+    for seed, shift in ((0, 0.0), (1, 0.02)):
+        for size in (50, 100):
+            lines.append(f"digits,net,isotonic,{size},{seed},ece,{0.05 + shift - size / 10_000!r}")
+            lines.append(f"digits,net,uncalibrated,{size},{seed},ece,0.03")
+    study = tmp_path / "study.csv"
+    study.write_text("\n".join(lines) + "\n")
+    outputs = []
+    for name in ("a", "b"):
+        figure = (tmp_path / f"{name}.png", tmp_path / f"{name}.pdf")
+        write_size_study_report(study, "ece", tmp_path / f"{name}.md", {"digits": figure}, language="en")
+        outputs.append((figure[0].read_bytes(), figure[1].read_bytes(), (tmp_path / f"{name}.md").read_text()))
+    assert outputs[0] == outputs[1]
+    table = outputs[0][2]
+    assert "| Data | Model | Method | n = 50 | n = 100 |" in table
+    # isotonic at 50: seeds 4.50 % and 6.50 % -> mean 5.50, sd 1.41; uncalibrated listed first (thesis order)
+    assert "| digits | net | Uncalibrated | 3.00 ± 0.00 | 3.00 ± 0.00 |" in table
+    assert "| digits | net | Isotonic | 5.50 ± 1.41 | 5.00 ± 1.41 |" in table
+    assert table.index("Uncalibrated") < table.index("Isotonic")
