@@ -4,7 +4,10 @@ import os
 import re
 import sys
 
+from snakemake.settings.types import DeploymentMethod
 from snakemake.utils import min_version
+
+from calibrepro import pipeline
 
 from calibrepro.config import (
     ConfigError,
@@ -32,7 +35,12 @@ except ConfigError as error:
 config.clear()
 config.update(_validated)
 
-PYTHON = sys.executable  # shell rules run the library with the interpreter running Snakemake
+# Shell rules run the library's command line with the interpreter running Snakemake, or, with
+# `--sdm conda`, with the rule's conda environment's python and this checkout's src/ on the path.
+if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
+    PYTHON = f"PYTHONPATH={workflow.basedir}/src python"
+else:
+    PYTHON = f'"{sys.executable}"'
 MODELS = model_keys(config)  # [(dataset, model)] in config order
 SEEDS = config["split"]["seeds"]
 METHODS = config["calibrators"]
@@ -71,9 +79,7 @@ def _collect_downloads():
         for item in model_downloads(dataset, model):
             known = downloads.setdefault(item.path, item)
             if known != item:
-                raise WorkflowError(
-                    f"two pinned files claim the download path {item.path!r}: {known} and {item}"
-                )
+                raise WorkflowError(f"two pinned files claim the download path {item.path!r}: {known} and {item}")
     return downloads
 
 
@@ -97,7 +103,7 @@ def logits_inputs(wildcards):
 
 
 def logits_request(wildcards):
-    """The logits job as JSON for the command line."""
+    """The logits job as JSON text (written to a request file for the command line)."""
     items = model_downloads(wildcards.dataset, wildcards.model)
     request = LogitsRequest(
         dataset=wildcards.dataset,
@@ -115,10 +121,17 @@ def split_source(wildcards):
     return logits_path(wildcards.dataset, first)
 
 
+def calibrator_path(dataset, model, method, seed):
+    return f"results/calibrators/{dataset}/{model}/{method}/seed{seed}.json"
+
+
+def calibrator_paths(wildcards):
+    """Method -> fitted calibrator file of one model and seed, for every configured method."""
+    return {method: calibrator_path(wildcards.dataset, wildcards.model, method, wildcards.seed) for method in METHODS}
+
+
 def evaluation_paths(wildcards):
-    return [
-        f"results/evaluations/{dataset}/{model}/seed{seed}.csv" for dataset, model in MODELS for seed in SEEDS
-    ]
+    return [f"results/evaluations/{dataset}/{model}/seed{seed}.csv" for dataset, model in MODELS for seed in SEEDS]
 
 
 def figure_paths():
@@ -142,9 +155,7 @@ def table_paths():
 def check_sources():
     """Fail before any job starts when a model whose logits this run must produce cannot be produced."""
     pending = {
-        (job.wildcards.dataset, job.wildcards.model)
-        for job in workflow.dag.needrun_jobs()
-        if job.rule.name == "logits"
+        (job.wildcards.dataset, job.wildcards.model) for job in workflow.dag.needrun_jobs() if job.rule.name == "logits"
     }
     for dataset, model in MODELS:
         if (dataset, model) in pending:
@@ -152,5 +163,34 @@ def check_sources():
             get_source(spec["source"]).check(dataset, model, spec, SETTINGS)
 
 
+def failed_steps():
+    """(rule, wildcards, logs) of each job that failed in this run, for the error summary."""
+    failed = []
+    for job in workflow.scheduler.failed:
+        for member in getattr(job, "jobs", [job]):  # the members of a failed group job
+            wildcards = ", ".join(f"{key}={value}" for key, value in member.wildcards.items())
+            failed.append((member.rule.name, f"({wildcards})", [str(path) for path in member.log]))
+    return failed
+
+
+def output_groups():
+    """Where the outputs of a finished run are, by kind, for the closing summary."""
+    return {
+        "metrics": ["results/metrics.csv"],
+        "tables": table_paths(),
+        "figures": figure_paths() + named_figure_paths(),
+        "report": ["reports/reproduction.md"],
+        "logs": ["results/logs"],
+    }
+
+
 onstart:
     check_sources()
+
+
+onsuccess:
+    print(pipeline.outputs_summary(output_groups()), file=sys.stderr)
+
+
+onerror:
+    print(pipeline.failure_summary(failed_steps()), file=sys.stderr)

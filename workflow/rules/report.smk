@@ -16,16 +16,25 @@ rule table:
     output:
         md=report("reports/tables/{metric}.md", caption="../report/table.rst", category="Tables"),
         tex="reports/tables/{metric}.tex",
-    params:
-        language=config["report"]["language"],
+    log:
+        "results/logs/table/{metric}.log",
     threads: 1
     resources:
         mem_mb=1000,
         runtime=5,
+    params:
+        language=config["report"]["language"],
+        bins=BINS,
     run:
-        from calibrepro.report.tables import write_table
-
-        write_table(input[0], wildcards.metric, output.md, output.tex, language=params.language)
+        pipeline.table_step(
+            input[0],
+            wildcards.metric,
+            output.md,
+            output.tex,
+            language=params.language,
+            bins=params.bins,
+            log=log[0],
+        )
 
 
 rule reliability_figure:
@@ -39,16 +48,16 @@ rule reliability_figure:
             subcategory="{dataset}",
         ),
         pdf="reports/figures/reliability/{dataset}/{model}.pdf",
-    params:
-        language=config["report"]["language"],
+    log:
+        "results/logs/reliability_figure/{dataset}/{model}.log",
     threads: 1
     resources:
         mem_mb=1000,
         runtime=5,
+    params:
+        language=config["report"]["language"],
     run:
-        from calibrepro.report.figures import write_reliability_figure
-
-        write_reliability_figure(input[0], output.png, output.pdf, language=params.language)
+        pipeline.figure_step(input[0], output.png, output.pdf, language=params.language, log=log[0])
 
 
 rule named_figure:
@@ -57,18 +66,18 @@ rule named_figure:
     output:
         png=report("reports/figures/{name}.png", caption="../report/figure.rst", category="Figures"),
         pdf="reports/figures/{name}.pdf",
+    log:
+        "results/logs/named_figure/{name}.log",
     wildcard_constraints:
         name="|".join(config["report"]["figures"]) or "(?!)",
-    params:
-        language=config["report"]["language"],
     threads: 1
     resources:
         mem_mb=1000,
         runtime=5,
+    params:
+        language=config["report"]["language"],
     run:
-        from calibrepro.report.figures import write_reliability_figure
-
-        write_reliability_figure(input[0], output.png, output.pdf, language=params.language)
+        pipeline.figure_step(input[0], output.png, output.pdf, language=params.language, log=log[0])
 
 
 rule reproduction:
@@ -76,14 +85,18 @@ rule reproduction:
         metrics="results/metrics.csv",
         published=[config["report"]["published"]] if config["report"]["published"] else [],
     output:
-        report("reports/reproduction.md", caption="../report/reproduction.rst", category="Reproduction"),
+        report(
+            "reports/reproduction.md",
+            caption="../report/reproduction.rst",
+            category="Reproduction",
+        ),
+    log:
+        "results/logs/reproduction.log",
     threads: 1
     resources:
         mem_mb=1000,
         runtime=5,
+    params:
+        published=config["report"]["published"],
     run:
-        from calibrepro.report.reproduction import write_reproduction_report
-
-        write_reproduction_report(
-            input.metrics, output[0], published_csv=config["report"]["published"], language="en"
-        )
+        pipeline.reproduction_step(input.metrics, output[0], published_csv=params.published, log=log[0])

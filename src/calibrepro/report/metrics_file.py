@@ -1,6 +1,8 @@
-"""Read ``results/metrics.csv`` and summarise it per table cell (mean, std over seeds, bold).
+"""The metrics files: write, gather, read ``results/metrics.csv`` and summarise it per table cell.
 
-The file is tidy: ``dataset,model,method,seed,metric,value`` with ``value`` a fraction. Rows
+This module owns the format of ``results/evaluations/{dataset}/{model}/seed{seed}.csv`` (one
+model's rows) and of ``results/metrics.csv`` (every model's, concatenated in config order).
+Both are tidy: ``dataset,model,method,seed,metric,value`` with ``value`` a fraction. Rows
 (dataset/model pairs) and columns (methods) of a table keep the order in which they first appear
 in the file, which is the configuration's order.
 
@@ -18,11 +20,13 @@ in one row, one of them bold).
 from __future__ import annotations
 
 import csv
+import io
 import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from calibrepro.io import write_text
 from calibrepro.report.labels import metric_spec
 
 COLUMNS = ("dataset", "model", "method", "seed", "metric", "value")
@@ -30,6 +34,35 @@ COLUMNS = ("dataset", "model", "method", "seed", "metric", "value")
 
 class MetricsFileError(ValueError):
     """``metrics.csv`` is missing columns or holds values the report cannot use."""
+
+
+def format_metrics(rows) -> str:
+    """CSV text of ``(dataset, model, method, seed, metric, value)`` rows under the header.
+
+    Values are written with ``repr`` (the shortest exact round trip), so equal values give equal bytes.
+    """
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    for *keys, value in rows:
+        writer.writerow([*keys, repr(float(value))])
+    return buffer.getvalue()
+
+
+def concatenate_metrics(inputs, output) -> int:
+    """Write ``output``: the files ``inputs`` (each with the header) in order, under one header.
+
+    Returns the number of rows written.
+    """
+    header = ",".join(COLUMNS) + "\n"
+    parts = [header]
+    for path in inputs:
+        text = Path(path).read_text(encoding="utf-8")
+        if not text.startswith(header):
+            raise MetricsFileError(f"{path}: not a metrics file (expected the header {header.strip()!r})")
+        parts.append(text[len(header):])
+    write_text(output, "".join(parts))
+    return sum(part.count("\n") for part in parts[1:])
 
 
 @dataclass
