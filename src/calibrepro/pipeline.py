@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
@@ -71,8 +72,10 @@ def step_log(path: str | os.PathLike | None) -> Iterator[logging.Logger]:
     _logger.addHandler(handler)
     if _logger.getEffectiveLevel() > logging.INFO:
         _logger.setLevel(logging.INFO)
+    start = time.perf_counter()
     try:
         yield _logger
+        _logger.info("done in %.2f s", time.perf_counter() - start)
     except Exception as error:
         _logger.error("error: %s", error)
         raise
