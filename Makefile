@@ -6,7 +6,7 @@ CORES ?= 2
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-SNAKEMAKE := $(BIN)/snakemake --profile workflow/profiles/default --cores $(CORES)
+SNAKEMAKE := $(BIN)/snakemake --cores $(CORES)
 
 .PHONY: demo test bench clean
 
