@@ -39,8 +39,6 @@ rule logits:
         runtime=lambda wildcards: logits_resources(wildcards)["runtime"],
     params:
         python=PYTHON,
-    message:
-        "Caching the logits of {wildcards.model} on {wildcards.dataset} (log: {log})"
     shell:
         '({params.python} -m calibrepro.cli logits --request "$(cat {input.request:q})" --output {output:q}'
         " && {params.python} -m calibrepro.cli check-logits {output:q}) 2>&1 | tee {log:q}"
