@@ -14,7 +14,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PIP := $(BIN)/python -m pip install --quiet $(PIP_OPTIONS)
-SNAKEMAKE := $(BIN)/snakemake --profile workflow/profiles/default --cores $(CORES)
+SNAKEMAKE := $(BIN)/snakemake --cores $(CORES)
 
 .PHONY: demo test bench unlock clean
 

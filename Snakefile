@@ -13,7 +13,7 @@ rule all:
         figure_paths(),
         named_figure_paths(),
         "reports/reproduction.md",
-        lambda wildcards: uncertainty_paths(),  # defined in workflow/rules/uncertainty.smk
+        uncertainty_paths(),
 
 
 include: "workflow/rules/download.smk"

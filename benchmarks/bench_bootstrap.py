@@ -107,9 +107,8 @@ def time_size_study(workdir: Path) -> None:
             for model in models:
                 size_study_step(
                     workdir / f"results/logits/{dataset}/{model}.npz", workdir / f"results/splits/{dataset}/seed0.npz",
-                    methods=config["calibrators"], sizes=study["sizes"], seeds=study["seeds"],
-                    metrics=config["metrics"], bins=config["bins"], dataset=dataset, model=model,
-                    output=Path(tmp) / f"{model}.csv",
+                    Path(tmp) / f"{model}.csv", methods=config["calibrators"], sizes=study["sizes"],
+                    seeds=study["seeds"], metrics=config["metrics"], bins=config["bins"], dataset=dataset, model=model,
                 )
     elapsed = time.perf_counter() - start
     fits = sum(len(m) for m in config["models"].values()) * len(study["sizes"]) * len(study["seeds"])

@@ -13,6 +13,9 @@ appendix: six columns, all metrics, one seed), once more for the reliability dia
 from __future__ import annotations
 
 import argparse
+import os
+import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -53,16 +56,39 @@ def make_config(workdir: Path, small: bool) -> Path:
     return config
 
 
-def snakemake(workdir: Path, config: Path, cores: int, *targets: str) -> float:
+CONFIGURATIONS = {
+    "profile": ["--profile", str(ROOT / "workflow" / "profiles" / "default")],
+    "plain": [],
+    "no-threads": ["--workflow-profile", "none"],
+}
+TABLES = [
+    f"reports/tables/{metric}.{ext}"
+    for metric in ["accuracy", "brier", "ece", "mce", "nll", "classwise_ece", "ece_equal_mass", "mce_equal_mass", "ece_l2"]
+    for ext in ("md", "tex")
+]
+
+
+def snakemake(workdir: Path, config: Path, cores: int, flags: list[str], *targets: str) -> tuple[float, float]:
+    """Run Snakemake; return its wall time and the CPU time (user + system) of it and its jobs."""
     command = [
         sys.executable, "-m", "snakemake", *targets,
         "--snakefile", str(ROOT / "Snakefile"), "--directory", str(workdir),
-        "--profile", str(ROOT / "workflow" / "profiles" / "default"),
-        "--cores", str(cores), "--configfile", str(config), "--quiet", "all",
+        *flags, "--cores", str(cores), "--configfile", str(config), "--quiet", "all",
     ]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(command, check=True)
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def clear_after_logits(workdir: Path) -> None:
+    """Delete everything the workflow made after the logits (and Snakemake's records of it)."""
+    for name in ("splits", "calibrators", "evaluations", "reliability", "metrics.csv", "logs"):
+        path = workdir / "results" / name
+        shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+    shutil.rmtree(workdir / "reports", ignore_errors=True)
 
 
 def main() -> None:
@@ -70,23 +96,42 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=None, help="keeps the synthetic logits between runs")
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--small", action="store_true")
+    parser.add_argument("--plain", action="store_true", help="also time plain `snakemake --cores N`")
+    parser.add_argument("--no-threads", action="store_true", help="also time it without profiles/default")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per configuration (best is reported)")
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="calibrepro-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     config = make_config(workdir, args.small)
-    metrics = yaml.safe_load(config.read_text())["models"]
-    count = sum(len(models) for models in metrics.values())
+    models = yaml.safe_load(config.read_text())["models"]
+    count = sum(len(names) for names in models.values())
     # Caching the logits (copying the .npz files) is not part of the appendix's work.
-    logits = [f"results/logits/{d}/{m}.npz" for d, models in metrics.items() for m in models]
-    snakemake(workdir, config, args.cores, *logits)
-    tables = [f"reports/tables/{metric}.{ext}" for metric in
-              ["accuracy", "brier", "ece", "mce", "nll", "classwise_ece", "ece_equal_mass", "mce_equal_mass", "ece_l2"]
-              for ext in ("md", "tex")]
-    appendix = snakemake(workdir, config, args.cores, "results/metrics.csv", *tables)
-    figures = snakemake(workdir, config, args.cores)
-    print(f"models: {count}; cores: {args.cores}; workdir: {workdir}")
-    print(f"appendix (split, 6 calibrators, all metrics, 9 tables) from cached logits: {appendix:.1f} s")
-    print(f"reliability diagrams and reproduction report after that: {figures:.1f} s")
+    logits = [f"results/logits/{d}/{m}.npz" for d, names in models.items() for m in names]
+    snakemake(workdir, config, args.cores, CONFIGURATIONS["profile"], *logits)
+    load = os.getloadavg()
+    names = ["profile"] + ["plain"] * args.plain + ["no-threads"] * args.no_threads
+    appendix: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
+    figures: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
+    for round_ in range(args.repeat):
+        # alternating, and in reverse order every other round, so that a change of the machine's load
+        # hits every column alike
+        for name in names if round_ % 2 == 0 else names[::-1]:
+            clear_after_logits(workdir)
+            appendix[name].append(snakemake(workdir, config, args.cores, CONFIGURATIONS[name], "results/metrics.csv", *TABLES))
+            figures[name].append(snakemake(workdir, config, args.cores, CONFIGURATIONS[name]))
+    print(f"models: {count}; cores: {args.cores}; workdir: {workdir}; best of {args.repeat}; "
+          f"load average before: {load[0]:.1f}, after: {os.getloadavg()[0]:.1f}")
+    print(f"{'seconds, wall (CPU)':<56}" + "".join(f"{name:>16}" for name in names))
+    for label, times in [("appendix (split, 6 calibrators, all metrics, 9 tables)", appendix),
+                         ("then reliability diagrams and reproduction report", figures)]:
+        print(f"{label:<56}" + "".join(f"{'%.1f (%.1f)' % min(times[name]):>16}" for name in names))
+    if args.repeat > 1:
+        print(f"{'appendix, median wall (CPU)':<56}"
+              + "".join(f"{'%.1f (%.1f)' % sorted(appendix[name])[len(appendix[name]) // 2]:>16}" for name in names))
+    fastest = min(names, key=lambda name: min(appendix[name]))
+    for name in names:
+        ratio = min(appendix[name])[0] / min(appendix[fastest])[0]
+        print(f"appendix wall time, {name} / fastest ({fastest}): {ratio:.2f} (best of {args.repeat})")
 
 
 if __name__ == "__main__":

@@ -153,11 +153,10 @@ def test_bootstrap_step_estimates_equal_the_metrics_file(tmp_path):
         write_json(calibrators[method], make_calibrator(method).fit(logits[calibration], labels[calibration]).to_json())
     names = ["accuracy", "ece", "nll", "smooth_ece"]
     common = dict(metrics=names, bins=15, dataset="d", model="m", seed=0)
-    evaluate_step(tmp_path / "logits.npz", tmp_path / "split.npz", calibrators, metrics_output=tmp_path / "eval.csv",
-                  reliability_output=tmp_path / "rel.json", **common)
-    bootstrap_step(tmp_path / "logits.npz", tmp_path / "split.npz", calibrators, tmp_path / "eval.csv",
-                   resamples=200, level=0.9, bootstrap_seed=0, intervals_output=tmp_path / "int.csv",
-                   comparisons_output=tmp_path / "cmp.csv", **common)
+    evaluate_step(tmp_path / "logits.npz", tmp_path / "split.npz", tmp_path / "eval.csv", tmp_path / "rel.json",
+                  calibrators=calibrators, **common)
+    bootstrap_step(tmp_path / "logits.npz", tmp_path / "split.npz", tmp_path / "eval.csv", tmp_path / "int.csv",
+                   tmp_path / "cmp.csv", calibrators=calibrators, resamples=200, level=0.9, bootstrap_seed=0, **common)
     with open(tmp_path / "eval.csv") as handle:
         values = {(r["method"], r["metric"]): r["value"] for r in csv.DictReader(handle)}
     with open(tmp_path / "int.csv") as handle:
@@ -180,8 +179,7 @@ def test_bootstrap_step_estimates_equal_the_metrics_file(tmp_path):
     assert all(float(values[(b, "accuracy")]) == best_value for b in accuracy_best)
     # rerun: byte-identical
     first = (tmp_path / "int.csv").read_bytes(), (tmp_path / "cmp.csv").read_bytes()
-    bootstrap_step(tmp_path / "logits.npz", tmp_path / "split.npz", calibrators, tmp_path / "eval.csv",
-                   resamples=200, level=0.9, bootstrap_seed=0, intervals_output=tmp_path / "int.csv",
-                   comparisons_output=tmp_path / "cmp.csv", **common)
+    bootstrap_step(tmp_path / "logits.npz", tmp_path / "split.npz", tmp_path / "eval.csv", tmp_path / "int.csv",
+                   tmp_path / "cmp.csv", calibrators=calibrators, resamples=200, level=0.9, bootstrap_seed=0, **common)
     assert ((tmp_path / "int.csv").read_bytes(), (tmp_path / "cmp.csv").read_bytes()) == first
     assert math.isfinite(float(intervals[0]["low"]))

@@ -17,7 +17,7 @@ import pytest
 
 from calibrepro.download import fetch
 from calibrepro.io import atomic_path, new_part_file, remove_stale_parts, write_json
-from calibrepro.metrics import reliability_bins
+from calibrepro.reliability import reliability_bins
 from calibrepro.report.figures import write_reliability_figure
 from calibrepro.zoo import Download
 from servers import file_server, sha256_hex  # noqa: F401

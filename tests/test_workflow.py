@@ -35,8 +35,21 @@ def uncalibrated_reference(workdir, dataset, model, seed=0):
 
 
 def test_demo_runs_end_to_end_and_reruns_byte_identical(tmp_path):
-    result = run_snakemake(tmp_path)
+    result = run_snakemake(tmp_path)  # the card's plain `snakemake --cores 2`
     assert result.returncode == 0, result.stderr[-3000:]
+    # the cheap steps ran in threads: Snakemake read the top-level profiles/default by itself
+    assert "Using workflow specific profile" in result.stderr and "profiles/default" in result.stderr
+    # the run ends by saying where its outputs are
+    summary = result.stderr[result.stderr.index("calibrepro: finished. Outputs:"):]
+    assert "results/metrics.csv" in summary and "reports/reproduction.md" in summary
+    assert "reports/tables/  (18 files)" in summary and "reports/figures/  (8 files)" in summary
+    # every step's log says what it did: the logits step's check of its archive, each fit, each metric
+    log = (tmp_path / "results/logs/logits/digits/mlp_overconfident.log").read_text()
+    assert "results/logits/digits/mlp_overconfident.npz: ok, 899 samples, 10 classes" in log
+    log = (tmp_path / "results/logs/fit_calibrators/digits/mlp_overconfident/seed0.log").read_text()
+    assert all(f"{method}: fitted on 449 samples" in log for method in METHODS), log
+    log = (tmp_path / "results/logs/evaluate/digits/mlp_overconfident/seed0.log").read_text()
+    assert all(line.split(":")[0] in METHODS for line in log.splitlines()[:6]), log
     metrics = pd.read_csv(tmp_path / "results/metrics.csv")
     models = ["logistic_regression", "mlp_overconfident", "mlp_label_smoothing"]
     assert list(metrics.columns) == ["dataset", "model", "method", "seed", "metric", "value"]
@@ -138,6 +151,14 @@ def test_bad_own_logits_fail_naming_the_file(tmp_path, breakage, message):
     log = (tmp_path / "results/logs/logits/mydata/net_a.log").read_text()
     assert "a.npz" in log and message in log
     assert not (tmp_path / "results/logits/mydata/net_a.npz").exists()
+    # the step's own error closes the run (only Snakemake's log path and exit lines follow), and the
+    # job's request is not spilled onto the screen as JSON
+    output = result.stdout + result.stderr
+    closing = output[output.rindex("calibrepro: the run failed."):].splitlines()
+    assert closing[1].startswith("  logits (dataset=mydata, model=net_a): ") and message in closing[1], closing
+    assert "results/logs/logits/mydata/net_a.log" in closing[1]
+    assert len(closing) <= 6, closing
+    assert '"spec":' not in output and '"config":' not in output
 
 
 def test_models_of_one_data_set_must_share_labels(tmp_path):

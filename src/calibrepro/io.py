@@ -6,7 +6,9 @@ partial file behind under the final name.
 
 from __future__ import annotations
 
+import csv
 import glob
+import io
 import json
 import os
 import re
@@ -108,6 +110,38 @@ def write_text(path: str | os.PathLike, text: str) -> None:
 def write_json(path: str | os.PathLike, data) -> None:
     """Write ``data`` as indented JSON with sorted keys (byte-stable for equal data)."""
     write_text(path, json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
+
+
+def tidy_csv(columns, rows) -> str:
+    """CSV text of ``rows`` under the header ``columns``, one line per row.
+
+    Floats are written with ``repr`` (the shortest exact round trip), so equal values give equal
+    bytes and reading the file back gives the same doubles. Every tidy table of the pipeline
+    (metrics, intervals, comparisons, size study) is written through here by its owning module.
+    """
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([repr(float(v)) if isinstance(v, (float, np.floating)) else v for v in row])
+    return buffer.getvalue()
+
+
+def concatenate_csv(inputs, output, columns, error=ValueError, what: str = "a tidy CSV file") -> int:
+    """Write ``output``: the tidy CSV files ``inputs`` (each under the header ``columns``) in order.
+
+    Raises ``error`` naming the first file with another header (``what`` says what it should be);
+    returns the number of rows written.
+    """
+    header = ",".join(columns) + "\n"
+    parts = [header]
+    for path in inputs:
+        text = Path(path).read_text(encoding="utf-8")
+        if not text.startswith(header):
+            raise error(f"{path}: not {what} (expected the header {header.strip()!r})")
+        parts.append(text[len(header):])
+    write_text(output, "".join(parts))
+    return sum(part.count("\n") for part in parts[1:])
 
 
 def read_json(path: str | os.PathLike):

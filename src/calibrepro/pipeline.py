@@ -1,41 +1,128 @@
-"""The pipeline's steps on files: what each Snakemake rule calls.
+"""The pipeline's steps on files: the one door from the Snakemake rules to the library.
 
-Each function reads its inputs, calls the library (splits, calibrators, metrics) and writes
-its outputs atomically. They hold no state, so Snakemake may run several in parallel threads.
+Every rule calls exactly one ``*_step`` function of this module (the logits rule goes through the
+command line, ``calibrepro logits``, in a process of its own). Each step reads its inputs through
+the module that owns their format, does the work, writes its outputs atomically, and records what
+it did in its ``log`` file (the rule's ``log:``, under ``results/logs/``). Steps hold no state, so
+Snakemake may run several in parallel threads of its own process; each step's log receives only
+the records of its own thread.
+
+File formats and their owners: logits archives :mod:`calibrepro.io`, splits
+:mod:`calibrepro.splits`, calibrator JSON :mod:`calibrepro.calibrators`, per-model evaluation CSVs
+and ``metrics.csv`` :mod:`calibrepro.report.metrics_file`, reliability JSON
+:mod:`calibrepro.reliability`, bootstrap intervals and paired comparisons
+:mod:`calibrepro.report.uncertainty_files`, the size study :mod:`calibrepro.size_study`.
+
+The Snakefile imports this module to parse the workflow (on every start, dry runs and cluster jobs
+included), so the heavy libraries (torch, scikit-learn, matplotlib: about 4 s) are imported by the
+steps that use them, not here.
 """
 
 from __future__ import annotations
 
-import csv
-import io as _io
+import logging
+import os
+import threading
+import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 
-from calibrepro.calibrators import calibrator_from_json, make_calibrator
 from calibrepro.io import load_logits, read_json, write_json, write_text
 from calibrepro.metrics import compute_metrics
-from calibrepro.reliability import reliability_bins, write_reliability
-from calibrepro.splits import load_split, make_split, save_split
+from calibrepro.report.metrics_file import concatenate_metrics, format_metrics
 
-METRICS_COLUMNS = ("dataset", "model", "method", "seed", "metric", "value")
+_logger = logging.getLogger("calibrepro")
 
 
 class SplitMismatchError(ValueError):
     """A model's labels differ from those its data set's split was drawn from."""
 
 
-def split_step(logits_path, calibration_fraction: float, seed: int, output) -> None:
+class CalibratorFileError(ValueError):
+    """A calibrator file holds another method than the one the workflow asked for."""
+
+
+class _ThisThread(logging.Filter):
+    """Pass the records emitted by the thread that created the filter."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.thread = threading.get_ident()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.thread == self.thread
+
+
+@contextmanager
+def step_log(path: str | os.PathLike | None) -> Iterator[logging.Logger]:
+    """Send the records of the ``calibrepro`` loggers from this thread to ``path`` while the block runs.
+
+    An exception leaving the block is recorded as the log's last line (``error: <message>``), so the
+    log ends with the step's own error; the workflow's error summary prints that line.
+    """
+    if path is None:
+        yield _logger
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, mode="w", encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.addFilter(_ThisThread())
+    previous_level = _logger.level
+    _logger.addHandler(handler)
+    if _logger.getEffectiveLevel() > logging.INFO:
+        _logger.setLevel(logging.INFO)
+    start = time.perf_counter()
+    try:
+        yield _logger
+        _logger.info("done in %.2f s", time.perf_counter() - start)
+    except Exception as error:
+        _logger.error("error: %s", error)
+        raise
+    finally:
+        _logger.removeHandler(handler)
+        _logger.setLevel(previous_level)
+        handler.close()
+
+
+def download_step(download, output, *, mirrors: Mapping[str, str], timeout: float, retries: int, log=None) -> None:
+    """Fetch one pinned file (``calibrepro.zoo.Download``) and verify its checksum."""
+    from calibrepro.download import fetch  # urllib and gdown: only where something is downloaded
+
+    with step_log(log) as logger:
+        logger.info("fetching %s -> %s", download.url, output)
+        fetch(download, output, mirrors=mirrors, timeout=timeout, retries=retries)
+        logger.info("ok: %s (%s)", output, download.checksum)
+
+
+def logits_request_step(request: str, output, *, log=None) -> None:
+    """Write one logits job's request (JSON text, ``calibrepro.zoo.LogitsRequest``) for ``calibrepro logits``."""
+    with step_log(log) as logger:
+        write_text(output, request + "\n")
+        logger.info("request of the logits job written to %s", output)
+
+
+def split_step(logits_path, calibration_fraction: float, seed: int, output, *, log=None) -> None:
     """Draw the calibration/test split of a data set from the labels of one of its models."""
-    labels = load_logits(logits_path).labels
-    where = f"data set {Path(logits_path).parent.name!r}"  # results/logits/{dataset}/{model}.npz
-    calibration, test = make_split(labels, calibration_fraction, seed, where=where)
-    save_split(output, calibration, test, labels)
+    from calibrepro.splits import make_split, save_split
+
+    with step_log(log) as logger:
+        labels = load_logits(logits_path).labels
+        where = f"data set {Path(logits_path).parent.name!r}"  # results/logits/{dataset}/{model}.npz
+        calibration, test = make_split(labels, calibration_fraction, seed, where=where)
+        save_split(output, calibration, test, labels)
+        logger.info(
+            "split of %d samples (labels of %s), seed %d: %d calibration, %d test",
+            len(labels), logits_path, seed, len(calibration), len(test),
+        )
 
 
 def _halves(logits_path, split_path):
     """Load a model's logits and cut them into the calibration and test halves of the split."""
+    from calibrepro.splits import load_split
+
     archive = load_logits(logits_path)
     calibration, test, split_labels = load_split(split_path)
     if not np.array_equal(archive.labels, split_labels):
@@ -47,88 +134,147 @@ def _halves(logits_path, split_path):
     return (logits[calibration], labels[calibration]), (logits[test], labels[test])
 
 
-def fit_step(logits_path, split_path, method: str, bins: int, output) -> None:
-    """Fit one calibrator on the calibration half and save its fitted parameters as JSON."""
-    (logits, labels), _ = _halves(logits_path, split_path)
-    calibrator = make_calibrator(method, bins=bins).fit(logits, labels)
-    write_json(output, {**calibrator.to_json(), "calibration_samples": int(len(labels))})
+def fit_step(logits_path, split_path, outputs: Mapping[str, str | Path], *, bins: int, log=None) -> None:
+    """Fit every calibrator named in ``outputs`` (method -> JSON path) on the calibration half.
+
+    The logits are read once for all methods: at K = 1000 loading and checking them costs about as
+    much as one fit.
+    """
+    from calibrepro.calibrators import make_calibrator
+
+    with step_log(log) as logger:
+        (logits, labels), _ = _halves(logits_path, split_path)
+        for method, output in outputs.items():
+            calibrator = make_calibrator(method, bins=bins).fit(logits, labels)
+            write_json(output, {**calibrator.to_json(), "calibration_samples": int(len(labels))})
+            logger.info("%s: fitted on %d samples -> %s", method, len(labels), output)
+
+
+def load_calibrator(path, method: str):
+    """The fitted calibrator stored in ``path``, which must hold ``method``."""
+    from calibrepro.calibrators import calibrator_from_json
+
+    data = read_json(path)
+    stored = data.get("method") if isinstance(data, dict) else None
+    if stored != method:
+        raise CalibratorFileError(
+            f"{path}: holds a {stored!r} calibrator where {method!r} was expected; "
+            "delete the file and run the workflow again to refit it"
+        )
+    return calibrator_from_json(data)
 
 
 def evaluate_step(
     logits_path,
     split_path,
-    calibrators: Mapping[str, str | Path],
+    metrics_output,
+    reliability_output,
     *,
+    calibrators: Mapping[str, str | Path],
     metrics: Sequence[str],
     bins: int,
     dataset: str,
     model: str,
     seed: int,
-    metrics_output,
-    reliability_output,
+    log=None,
 ) -> None:
-    """Compute every metric of every calibrator on the test half; save rows and reliability bins."""
-    _, (logits, labels) = _halves(logits_path, split_path)
-    rows, reliability = [], {}
-    for method, path in calibrators.items():
-        probabilities = calibrator_from_json(read_json(path)).predict_proba(logits)
-        values = compute_metrics(probabilities, labels, metrics, bins=bins)
-        rows += [(dataset, model, method, seed, metric, values[metric]) for metric in metrics]
-        reliability[method] = reliability_bins(probabilities, labels, bins=bins)
-    write_text(metrics_output, _metrics_csv(rows))
-    write_reliability(reliability_output, dataset=dataset, model=model, seed=seed, bins=bins, methods=reliability)
+    """Compute every metric of every calibrator (method -> JSON path) on the test half.
+
+    Writes the model's rows of ``metrics.csv`` (``metrics_output``) and the reliability-diagram bins
+    of every method (``reliability_output``).
+    """
+    from calibrepro.reliability import reliability_bins, write_reliability  # scipy.stats: only where used
+
+    with step_log(log) as logger:
+        fitted = {method: load_calibrator(path, method) for method, path in calibrators.items()}
+        _, (logits, labels) = _halves(logits_path, split_path)
+        rows, reliability = [], {}
+        for method, calibrator in fitted.items():
+            probabilities = calibrator.predict_proba(logits)
+            values = compute_metrics(probabilities, labels, metrics, bins=bins)
+            rows += [(dataset, model, method, seed, metric, values[metric]) for metric in metrics]
+            reliability[method] = reliability_bins(probabilities, labels, bins=bins)
+            logger.info(
+                "%s: %s", method, ", ".join(f"{metric} {values[metric]:.6g}" for metric in metrics)
+            )
+        write_text(metrics_output, format_metrics(rows))
+        write_reliability(reliability_output, dataset=dataset, model=model, seed=seed, bins=bins, methods=reliability)
+        logger.info("%d test samples; wrote %s and %s", len(labels), metrics_output, reliability_output)
 
 
-def _metrics_csv(rows: Iterable[tuple]) -> str:
-    """Tidy CSV text; floats written with repr (shortest exact round trip), so files are byte-stable."""
-    buffer = _io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(METRICS_COLUMNS)
-    for *keys, value in rows:
-        writer.writerow([*keys, repr(float(value))])
-    return buffer.getvalue()
+def gather_metrics_step(inputs: Sequence[str | Path], output, *, log=None) -> None:
+    """Concatenate per-model evaluation CSVs, in the given (config) order, into ``metrics.csv``."""
+    with step_log(log) as logger:
+        rows = concatenate_metrics(inputs, output)
+        logger.info("%d rows from %d evaluation files -> %s", rows, len(inputs), output)
 
 
-def gather_metrics_step(inputs: Sequence[str | Path], output) -> None:
-    """Concatenate per-model metric files, in the given (config) order, into one tidy CSV."""
-    header = ",".join(METRICS_COLUMNS) + "\n"
-    parts = [header]
-    for path in inputs:
-        text = Path(path).read_text(encoding="utf-8")
-        if not text.startswith(header):
-            raise ValueError(f"{path}: not a metrics file (expected header {header.strip()!r})")
-        parts.append(text[len(header):])
-    write_text(output, "".join(parts))
+def table_step(
+    metrics_csv,
+    metric: str,
+    md_output,
+    tex_output,
+    *,
+    language: str,
+    bins: int,
+    comparisons_csv=None,
+    intervals_csv=None,
+    log=None,
+) -> None:
+    """Write the thesis-style table of one metric as Markdown and LaTeX.
+
+    ``comparisons_csv`` marks every method statistically tied with the row's best (``report.mark_ties``);
+    ``intervals_csv`` prints cells as estimate [low, high] (``report.cells: interval``).
+    """
+    from calibrepro.report.tables import write_table
+
+    with step_log(log) as logger:
+        write_table(
+            metrics_csv, metric, md_output, tex_output, language=language, bins=bins,
+            comparisons_csv=comparisons_csv, intervals_csv=intervals_csv,
+        )
+        logger.info("table of %s (%s) -> %s, %s", metric, language, md_output, tex_output)
 
 
-# ------------------------------------------------------------------------------------------------
-# Uncertainty (issue 12): bootstrap intervals, paired comparisons, ranks, calibration-set-size study
-# ------------------------------------------------------------------------------------------------
-from calibrepro.report.uncertainty_files import COMPARISON_COLUMNS, INTERVAL_COLUMNS  # noqa: E402
+def figure_step(reliability_json, png_output, pdf_output, *, language: str, intervals=None, log=None) -> None:
+    """Draw one model's reliability diagram (one panel per method) as PNG and PDF.
+
+    ``intervals``: the level of Wilson error bars on the per-bin accuracy, or None (the thesis's style).
+    """
+    from calibrepro.report.figures import write_reliability_figure  # matplotlib: only where drawn
+
+    with step_log(log) as logger:
+        write_reliability_figure(reliability_json, png_output, pdf_output, language=language, intervals=intervals)
+        logger.info("reliability diagram of %s -> %s, %s", reliability_json, png_output, pdf_output)
 
 
-def _csv_text(columns: Sequence[str], rows: Iterable[Sequence]) -> str:
-    """Tidy CSV text; floats written with repr (exact round trip), so files are byte-stable."""
-    buffer = _io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(columns)
-    for row in rows:
-        writer.writerow([repr(float(v)) if isinstance(v, (float, np.floating)) else v for v in row])
-    return buffer.getvalue()
+def reproduction_step(metrics_csv, output, *, published_csv=None, intervals_csv=None, language="en", log=None) -> None:
+    """Compare ``metrics.csv`` with the published values (the thesis's appendix by default)."""
+    from calibrepro.report.reproduction import write_reproduction_report
+
+    with step_log(log) as logger:
+        write_reproduction_report(
+            metrics_csv, output, published_csv=published_csv, language=language, intervals_csv=intervals_csv
+        )
+        logger.info("reproduction report (published: %s) -> %s", published_csv or "thesis appendix", output)
 
 
 def _read_estimates(evaluation_csv) -> dict[tuple[str, str], float]:
-    """``{(method, metric): value}`` of one model's evaluation file (the rows of metrics.csv)."""
-    with open(evaluation_csv, newline="", encoding="utf-8") as handle:
-        return {(r["method"], r["metric"]): float(r["value"]) for r in csv.DictReader(handle)}
+    """``{(method, metric): value}`` of one model's evaluation file (its rows of metrics.csv)."""
+    from calibrepro.report.metrics_file import read_metrics
+
+    values = read_metrics(evaluation_csv).values
+    return {(method, metric): by_seed[seed] for (_, _, method, metric), by_seed in values.items() for seed in by_seed}
 
 
 def bootstrap_step(
     logits_path,
     split_path,
-    calibrators: Mapping[str, str | Path],
     evaluation_csv,
+    intervals_output,
+    comparisons_output,
     *,
+    calibrators: Mapping[str, str | Path],
     metrics: Sequence[str],
     bins: int,
     dataset: str,
@@ -137,8 +283,7 @@ def bootstrap_step(
     resamples: int,
     level: float,
     bootstrap_seed: int,
-    intervals_output,
-    comparisons_output,
+    log=None,
 ) -> None:
     """Bootstrap intervals of every metric of every calibrator, and paired comparisons with the best.
 
@@ -146,62 +291,66 @@ def bootstrap_step(
     the estimates are the model's rows of ``metrics.csv`` (``evaluation_csv``), so they are equal to
     them by construction. A row's best is the exact best estimate (first in method order on ties).
     """
-    from calibrepro.bootstrap import (
-        bootstrap_replicates, bootstrap_seed as cell_seed, paired_differences, percentile_interval, resample_counts,
-    )
+    from tqdm.auto import tqdm
+
+    from calibrepro.bootstrap import bootstrap_replicates, paired_differences, percentile_interval, resample_counts
+    from calibrepro.bootstrap import bootstrap_seed as cell_seed
     from calibrepro.report.labels import metric_spec
     from calibrepro.report.metrics_file import best_methods
+    from calibrepro.report.uncertainty_files import write_comparisons, write_intervals
 
-    from tqdm import tqdm
-
-    _, (logits, labels) = _halves(logits_path, split_path)
-    estimates = _read_estimates(evaluation_csv)
-    counts = resample_counts(len(labels), resamples, cell_seed(bootstrap_seed, dataset, model, seed))
-    methods = list(calibrators)
-    progress = tqdm(methods, desc=f"bootstrap {dataset}/{model}", unit="method", disable=None)
-    replicates = bootstrap_replicates(
-        ((m, calibrator_from_json(read_json(calibrators[m])).predict_proba(logits)) for m in progress),
-        labels, metrics, counts, bins=bins,
-    )
-    intervals, comparisons = [], []
-    for metric in metrics:
-        values = {m: estimates[(m, metric)] for m in methods}
-        for m in methods:
-            low, high = percentile_interval(replicates[m][metric], level)
-            intervals.append((dataset, model, m, seed, metric, values[m], low, high, float(level), resamples))
-        tied_best = best_methods(values, metric_spec(metric).higher_is_better)
-        best = next(m for m in methods if m in tied_best)
-        paired = paired_differences({m: replicates[m][metric] for m in methods}, values, best, level)
-        for m in methods:
-            difference, low, high = paired[m]
-            comparisons.append((dataset, model, seed, metric, m, best, difference, low, high, float(level),
-                                resamples, int(low <= 0.0 <= high)))
-    write_text(intervals_output, _csv_text(INTERVAL_COLUMNS, intervals))
-    write_text(comparisons_output, _csv_text(COMPARISON_COLUMNS, comparisons))
-
-
-def gather_table_step(inputs: Sequence[str | Path], output) -> None:
-    """Concatenate tidy CSV files with one common header, in the given (config) order."""
-    texts = [Path(path).read_text(encoding="utf-8") for path in inputs]
-    if not texts:
-        raise ValueError(f"nothing to gather into {output}")
-    header = texts[0].split("\n", 1)[0] + "\n"
-    for path, text in zip(inputs, texts):
-        if not text.startswith(header):
-            raise ValueError(f"{path}: its header differs from {inputs[0]}'s ({header.strip()!r})")
-    write_text(output, header + "".join(text[len(header):] for text in texts))
+    with step_log(log) as logger:
+        fitted = {method: load_calibrator(path, method) for method, path in calibrators.items()}
+        _, (logits, labels) = _halves(logits_path, split_path)
+        estimates = _read_estimates(evaluation_csv)
+        counts = resample_counts(len(labels), resamples, cell_seed(bootstrap_seed, dataset, model, seed))
+        methods = list(fitted)
+        progress = tqdm(methods, desc=f"bootstrap {dataset}/{model}", unit="method", disable=None)
+        replicates = bootstrap_replicates(
+            ((m, fitted[m].predict_proba(logits)) for m in progress), labels, metrics, counts, bins=bins
+        )
+        intervals, comparisons = [], []
+        for metric in metrics:
+            values = {m: estimates[(m, metric)] for m in methods}
+            for m in methods:
+                low, high = percentile_interval(replicates[m][metric], level)
+                intervals.append((dataset, model, m, seed, metric, values[m], low, high, float(level), resamples))
+            tied_best = best_methods(values, metric_spec(metric).higher_is_better)
+            best = next(m for m in methods if m in tied_best)
+            paired = paired_differences({m: replicates[m][metric] for m in methods}, values, best, level)
+            for m in methods:
+                difference, low, high = paired[m]
+                comparisons.append((dataset, model, seed, metric, m, best, difference, low, high, float(level),
+                                    resamples, int(low <= 0.0 <= high)))
+        write_intervals(intervals_output, intervals)
+        write_comparisons(comparisons_output, comparisons)
+        logger.info("B = %d resamples of %d test samples, %d methods x %d metrics -> %s, %s",
+                    resamples, len(labels), len(methods), len(metrics), intervals_output, comparisons_output)
 
 
-def rank_step(metrics_csv, metric: str, md_output, figures: Mapping[str, tuple], *, alpha: float, language: str) -> None:
+def gather_uncertainty_step(kind: str, inputs: Sequence[str | Path], output, *, log=None) -> None:
+    """Gather the per-model ``kind`` files ("intervals" or "comparisons"), in config order, into one."""
+    from calibrepro.report.uncertainty_files import concatenate
+
+    with step_log(log) as logger:
+        rows = concatenate(kind, inputs, output)
+        logger.info("%d rows from %d files -> %s", rows, len(inputs), output)
+
+
+def rank_step(metrics_csv, md_output, *, metric: str, figures: Mapping[str, tuple], alpha: float, language: str,
+              log=None) -> None:
     """Mean ranks, Friedman test and Nemenyi CD of ``metric`` per data set: a table and CD diagrams."""
     from calibrepro.report.cd_diagram import write_rank_report
 
-    write_rank_report(metrics_csv, metric, md_output, dict(figures), alpha=alpha, language=language)
+    with step_log(log) as logger:
+        write_rank_report(metrics_csv, metric, md_output, dict(figures), alpha=alpha, language=language)
+        logger.info("ranks of %s -> %s and %d CD diagram(s)", metric, md_output, len(figures))
 
 
 def size_study_step(
     logits_path,
     split_path,
+    output,
     *,
     methods: Sequence[str],
     sizes: Sequence[int],
@@ -210,28 +359,75 @@ def size_study_step(
     bins: int,
     dataset: str,
     model: str,
-    output,
+    log=None,
 ) -> None:
     """Fit every calibrator on nested subsets of the calibration half; metrics on the test half."""
-    from tqdm import tqdm
+    from tqdm.auto import tqdm
 
-    from calibrepro.size_study import COLUMNS, run_size_study
+    from calibrepro.size_study import run_size_study, write_size_study
 
-    calibration, test = _halves(logits_path, split_path)
-    with tqdm(total=len(seeds) * len(sizes) * len(methods), desc=f"size study {dataset}/{model}",
-              unit="fit", disable=None) as progress:
-        rows = [
-            (dataset, model, method, size, seed, metric, value)
-            for method, size, seed, metric, value in run_size_study(
-                calibration, test, methods=methods, sizes=sizes, seeds=seeds, metrics=metrics, bins=bins,
-                progress=progress,
-            )
-        ]
-    write_text(output, _csv_text(COLUMNS, rows))
+    with step_log(log) as logger:
+        calibration, test = _halves(logits_path, split_path)
+        total = len(seeds) * len(sizes) * len(methods)
+        with tqdm(total=total, desc=f"size study {dataset}/{model}", unit="fit", disable=None) as progress:
+            rows = [
+                (dataset, model, method, size, seed, metric, value)
+                for method, size, seed, metric, value in run_size_study(
+                    calibration, test, methods=methods, sizes=sizes, seeds=seeds, metrics=metrics, bins=bins,
+                    progress=progress,
+                )
+            ]
+        write_size_study(output, rows)
+        logger.info("%d fits (sizes %s, seeds %s) -> %s", total, list(sizes), list(seeds), output)
 
 
-def size_study_report_step(study_csv, metric: str, md_output, figures: Mapping[str, tuple], *, language: str) -> None:
+def gather_size_study_step(inputs: Sequence[str | Path], output, *, log=None) -> None:
+    """Gather the per-model size-study files, in config order, into one."""
+    from calibrepro.size_study import concatenate_size_study
+
+    with step_log(log) as logger:
+        rows = concatenate_size_study(inputs, output)
+        logger.info("%d rows from %d files -> %s", rows, len(inputs), output)
+
+
+def size_study_report_step(study_csv, md_output, *, metric: str, figures: Mapping[str, tuple], language: str,
+                           log=None) -> None:
     """The size study's table and one figure per data set."""
     from calibrepro.report.size_study import write_size_study_report
 
-    write_size_study_report(study_csv, metric, md_output, dict(figures), language=language)
+    with step_log(log) as logger:
+        write_size_study_report(study_csv, metric, md_output, dict(figures), language=language)
+        logger.info("size study of %s -> %s and %d figure(s)", metric, md_output, len(figures))
+
+
+def outputs_summary(groups: Mapping[str, Sequence[str]]) -> str:
+    """Lines telling where a finished run's outputs are: per group, its folder and the files present."""
+    lines = []
+    for name, paths in groups.items():
+        present = [path for path in paths if os.path.exists(path)]
+        if not present:
+            continue
+        if len(present) == 1:
+            where = present[0]
+        else:
+            where = f"{os.path.commonpath(present)}/  ({len(present)} files)"
+        lines.append(f"  {name:<9} {where}")
+    if not lines:
+        return ""
+    return "\n".join(["calibrepro: finished. Outputs:", *lines])
+
+
+def failure_summary(failures: Sequence[tuple[str, str, Sequence[str]]]) -> str:
+    """Lines naming each failed step (rule, what it worked on, its logs) with its log's last line."""
+    lines = []
+    for rule, what, logs in failures:
+        last = ""
+        for path in logs:
+            if os.path.isfile(path):
+                tail = [line for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+                last = tail[-1].strip() if tail else last
+        where = f" (full log: {', '.join(logs)})" if logs else ""
+        lines.append(f"  {rule} {what}: {last or 'failed, see the output above'}{where}")
+    if not lines:
+        return ""
+    return "\n".join(["calibrepro: the run failed.", *lines])

@@ -20,6 +20,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+from calibrepro.io import concatenate_csv, tidy_csv, write_text
 from calibrepro.metrics import compute_metrics
 
 COLUMNS = ("dataset", "model", "method", "size", "seed", "metric", "value")
@@ -31,6 +32,16 @@ DIGITS_SAMPLES = 1797
 
 class SizeStudyError(ValueError):
     """A size of the study does not fit the calibration half; the message names the config key."""
+
+
+def write_size_study(path, rows) -> None:
+    """One model's size-study rows (:data:`COLUMNS`), floats by ``repr``."""
+    write_text(path, tidy_csv(COLUMNS, rows))
+
+
+def concatenate_size_study(inputs, output) -> int:
+    """Gather the per-model size-study files into ``output``; the number of rows."""
+    return concatenate_csv(inputs, output, COLUMNS, SizeStudyError, "a size-study file")
 
 
 def stratified_order(labels: np.ndarray, seed: int) -> np.ndarray:

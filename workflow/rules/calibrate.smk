@@ -1,4 +1,4 @@
-# Split each data set once per seed; fit every calibrator on the calibration half.
+# Split each data set once per seed; fit every calibrator of a model on the calibration half.
 
 
 rule split:
@@ -6,31 +6,32 @@ rule split:
         split_source,
     output:
         "results/splits/{dataset}/seed{seed}.npz",
-    params:
-        calibration_fraction=config["split"]["calibration_fraction"],
+    log:
+        "results/logs/split/{dataset}/seed{seed}.log",
     threads: 1
     resources:
         mem_mb=2000,
         runtime=5,
+    params:
+        calibration_fraction=config["split"]["calibration_fraction"],
     run:
-        from calibrepro.pipeline import split_step
-
-        split_step(input[0], params.calibration_fraction, int(wildcards.seed), output[0])
+        pipeline.split_step(input[0], params.calibration_fraction, int(wildcards.seed), output[0], log=log[0])
 
 
-rule fit_calibrator:
+# One job per model and seed fits all its calibrators: the logits are read once, not once per method.
+rule fit_calibrators:
     input:
         logits="results/logits/{dataset}/{model}.npz",
         split="results/splits/{dataset}/seed{seed}.npz",
     output:
-        "results/calibrators/{dataset}/{model}/{method}/seed{seed}.json",
-    params:
-        bins=BINS,
+        [calibrator_path("{dataset}", "{model}", method, "{seed}") for method in METHODS],
+    log:
+        "results/logs/fit_calibrators/{dataset}/{model}/seed{seed}.log",
     threads: 1
     resources:
         mem_mb=4000,
-        runtime=15,
+        runtime=30,
+    params:
+        bins=BINS,
     run:
-        from calibrepro.pipeline import fit_step
-
-        fit_step(input.logits, input.split, wildcards.method, params.bins, output[0])
+        pipeline.fit_step(input.logits, input.split, calibrator_paths(wildcards), bins=params.bins, log=log[0])

@@ -4,7 +4,10 @@ import os
 import re
 import sys
 
+from snakemake.settings.types import DeploymentMethod
 from snakemake.utils import min_version
+
+from calibrepro import pipeline
 
 from calibrepro.config import (
     ConfigError,
@@ -33,7 +36,12 @@ except ConfigError as error:
 config.clear()
 config.update(_validated)
 
-PYTHON = sys.executable  # shell rules run the library with the interpreter running Snakemake
+# Shell rules run the library's command line with the interpreter running Snakemake, or, with
+# `--sdm conda`, with the rule's conda environment's python and this checkout's src/ on the path.
+if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
+    PYTHON = f"PYTHONPATH={workflow.basedir}/src python"
+else:
+    PYTHON = f'"{sys.executable}"'
 MODELS = model_keys(config)  # [(dataset, model)] in config order
 SEEDS = config["split"]["seeds"]
 METHODS = config["calibrators"]
@@ -41,6 +49,11 @@ METRICS = config["metrics"]
 BINS = config["bins"]
 DOWNLOADS_DIR = config["downloads"]["dir"]
 SETTINGS = source_settings(config)
+UNCERTAINTY = config["uncertainty"]
+SIZE_STUDY = config["size_study"]
+DATASETS = list(config["models"])
+#: level of the Wilson error bars on the reliability diagrams (None: the thesis's style, no bars)
+RELIABILITY_LEVEL = UNCERTAINTY["level"] if config["report"]["reliability_intervals"] else None
 
 
 wildcard_constraints:
@@ -72,9 +85,7 @@ def _collect_downloads():
         for item in model_downloads(dataset, model):
             known = downloads.setdefault(item.path, item)
             if known != item:
-                raise WorkflowError(
-                    f"two pinned files claim the download path {item.path!r}: {known} and {item}"
-                )
+                raise WorkflowError(f"two pinned files claim the download path {item.path!r}: {known} and {item}")
     return downloads
 
 
@@ -86,9 +97,7 @@ def logits_path(dataset, model):
 
 
 def logits_resources(wildcards):
-    return source_of(wildcards).resources(
-        wildcards.dataset, wildcards.model, model_spec(wildcards), SETTINGS
-    )
+    return source_of(wildcards).resources(wildcards.dataset, wildcards.model, model_spec(wildcards), SETTINGS)
 
 
 def logits_inputs(wildcards):
@@ -100,7 +109,7 @@ def logits_inputs(wildcards):
 
 
 def logits_request(wildcards):
-    """The logits job as JSON for the command line."""
+    """The logits job as JSON text (written to a request file for the command line)."""
     items = model_downloads(wildcards.dataset, wildcards.model)
     request = LogitsRequest(
         dataset=wildcards.dataset,
@@ -118,10 +127,17 @@ def split_source(wildcards):
     return logits_path(wildcards.dataset, first)
 
 
+def calibrator_path(dataset, model, method, seed):
+    return f"results/calibrators/{dataset}/{model}/{method}/seed{seed}.json"
+
+
+def calibrator_paths(wildcards):
+    """Method -> fitted calibrator file of one model and seed, for every configured method."""
+    return {method: calibrator_path(wildcards.dataset, wildcards.model, method, wildcards.seed) for method in METHODS}
+
+
 def evaluation_paths(wildcards):
-    return [
-        f"results/evaluations/{dataset}/{model}/seed{seed}.csv" for dataset, model in MODELS for seed in SEEDS
-    ]
+    return [f"results/evaluations/{dataset}/{model}/seed{seed}.csv" for dataset, model in MODELS for seed in SEEDS]
 
 
 def figure_paths():
@@ -142,24 +158,97 @@ def table_paths():
     return [f"reports/tables/{metric}.{extension}" for metric in METRICS for extension in ("md", "tex")]
 
 
+def bootstrap_paths(kind):
+    """Every model's and seed's bootstrap file of ``kind`` ("intervals" or "comparisons")."""
+    return [f"results/bootstrap/{dataset}/{model}/seed{seed}.{kind}.csv" for dataset, model in MODELS for seed in SEEDS]
+
+
+def dataset_figures(kind):
+    """Data set -> (png, pdf) of the per-data-set figures of ``kind`` ("cd", "size_study")."""
+    return {dataset: tuple(f"reports/figures/{kind}/{dataset}.{ext}" for ext in ("png", "pdf")) for dataset in DATASETS}
+
+
+def dataset_figure_paths(kind):
+    return [path for pair in dataset_figures(kind).values() for path in pair]
+
+
+def uncertainty_table_inputs(wildcards):
+    """Extra inputs of the table rule: comparisons for tie marks, intervals for interval cells."""
+    inputs = {}
+    if config["report"]["mark_ties"]:
+        inputs["comparisons"] = "results/comparisons.csv"
+    if config["report"]["cells"] == "interval":
+        inputs["intervals"] = "results/intervals.csv"
+    return inputs
+
+
+def uncertainty_reproduction_inputs(wildcards):
+    """Extra input of the reproduction rule: the intervals, when they are computed."""
+    return {"intervals": "results/intervals.csv"} if UNCERTAINTY["enabled"] else {}
+
+
+def uncertainty_paths():
+    """Targets of workflow/rules/uncertainty.smk for `rule all` (none unless enabled in the config)."""
+    paths = []
+    if UNCERTAINTY["enabled"]:
+        paths += ["results/intervals.csv", "results/comparisons.csv", "reports/tables/ranks.md"]
+        paths += dataset_figure_paths("cd")
+    if SIZE_STUDY["enabled"]:
+        paths += ["results/size_study.csv", "reports/tables/size_study.md"]
+        paths += dataset_figure_paths("size_study")
+    return paths
+
+
 def check_sources():
     """Fail before any job starts when a model whose logits this run must produce cannot be produced."""
     pending = {
-        (job.wildcards.dataset, job.wildcards.model)
-        for job in workflow.dag.needrun_jobs()
-        if job.rule.name == "logits"
+        (job.wildcards.dataset, job.wildcards.model) for job in workflow.dag.needrun_jobs() if job.rule.name == "logits"
     }
     for dataset, model in MODELS:
         if (dataset, model) in pending:
             spec = config["models"][dataset][model]
             get_source(spec["source"]).check(dataset, model, spec, SETTINGS)
     for dataset in sorted({dataset for dataset, _ in pending}):  # users' files of one data set must agree
-        user_files = {f"{m} ({s['path']})": s["path"] for m, s in config["models"][dataset].items() if s["source"] == "logits"}
+        user_files = {
+            f"{m} ({s['path']})": s["path"] for m, s in config["models"][dataset].items() if s["source"] == "logits"
+        }
         try:
             check_agreement(user_files, group=f"models of data set {dataset!r}")
         except LogitsFileError as error:
             raise WorkflowError(str(error)) from None
 
 
+def failed_steps():
+    """(rule, wildcards, logs) of each job that failed in this run, for the error summary."""
+    failed = []
+    for job in workflow.scheduler.failed:
+        for member in getattr(job, "jobs", [job]):  # the members of a failed group job
+            wildcards = ", ".join(f"{key}={value}" for key, value in member.wildcards.items())
+            failed.append((member.rule.name, f"({wildcards})", [str(path) for path in member.log]))
+    return failed
+
+
+def output_groups():
+    """Where the outputs of a finished run are, by kind, for the closing summary."""
+    return {
+        "metrics": ["results/metrics.csv"],
+        "tables": table_paths() + [path for path in uncertainty_paths() if path.startswith("reports/tables/")],
+        "figures": figure_paths()
+        + named_figure_paths()
+        + [p for p in uncertainty_paths() if p.startswith("reports/fig")],
+        "intervals": [path for path in uncertainty_paths() if path.startswith("results/")],
+        "report": ["reports/reproduction.md"],
+        "logs": ["results/logs"],
+    }
+
+
 onstart:
     check_sources()
+
+
+onsuccess:
+    print(pipeline.outputs_summary(output_groups()), file=sys.stderr)
+
+
+onerror:
+    print(pipeline.failure_summary(failed_steps()), file=sys.stderr)

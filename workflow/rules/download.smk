@@ -8,22 +8,17 @@ localrules:
 rule download:
     output:
         f"{DOWNLOADS_DIR}/{{path}}",
+    log:
+        "results/logs/download/{path}.log",
     wildcard_constraints:
         path="|".join(map(re.escape, DOWNLOADS)) or "(?!)",
-    params:
-        url=lambda wildcards: DOWNLOADS[wildcards.path].url,
-        checksum=lambda wildcards: DOWNLOADS[wildcards.path].checksum,
     threads: 1
     resources:
         mem_mb=1000,
         runtime=60,
+    params:
+        mirrors=config["downloads"]["mirrors"],
+        timeout=config["downloads"]["timeout"],
+        retries=config["downloads"]["retries"],
     run:
-        from calibrepro.download import fetch
-
-        fetch(
-            DOWNLOADS[wildcards.path],
-            output[0],
-            mirrors=config["downloads"]["mirrors"],
-            timeout=config["downloads"]["timeout"],
-            retries=config["downloads"]["retries"],
-        )
+        pipeline.download_step(DOWNLOADS[wildcards.path], output[0], log=log[0], **params)

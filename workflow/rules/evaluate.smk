@@ -11,34 +11,25 @@ rule evaluate:
     input:
         logits="results/logits/{dataset}/{model}.npz",
         split="results/splits/{dataset}/seed{seed}.npz",
-        calibrators=expand(
-            "results/calibrators/{{dataset}}/{{model}}/{method}/seed{{seed}}.json", method=METHODS
-        ),
+        calibrators=lambda wildcards: calibrator_paths(wildcards).values(),
     output:
         metrics="results/evaluations/{dataset}/{model}/seed{seed}.csv",
         reliability="results/reliability/{dataset}/{model}/seed{seed}.json",
-    params:
-        metrics=METRICS,
-        bins=BINS,
+    log:
+        "results/logs/evaluate/{dataset}/{model}/seed{seed}.log",
     threads: 1
     resources:
         mem_mb=4000,
         runtime=15,
+    params:
+        calibrators=calibrator_paths,
+        metrics=METRICS,
+        bins=BINS,
+        dataset=lambda wildcards: wildcards.dataset,
+        model=lambda wildcards: wildcards.model,
+        seed=lambda wildcards: int(wildcards.seed),
     run:
-        from calibrepro.pipeline import evaluate_step
-
-        evaluate_step(
-            input.logits,
-            input.split,
-            dict(zip(METHODS, input.calibrators)),
-            metrics=params.metrics,
-            bins=params.bins,
-            dataset=wildcards.dataset,
-            model=wildcards.model,
-            seed=int(wildcards.seed),
-            metrics_output=output.metrics,
-            reliability_output=output.reliability,
-        )
+        pipeline.evaluate_step(input.logits, input.split, output.metrics, output.reliability, log=log[0], **params)
 
 
 rule metrics:
@@ -46,11 +37,11 @@ rule metrics:
         evaluation_paths,
     output:
         "results/metrics.csv",
+    log:
+        "results/logs/metrics.log",
     threads: 1
     resources:
         mem_mb=1000,
         runtime=5,
     run:
-        from calibrepro.pipeline import gather_metrics_step
-
-        gather_metrics_step(input, output[0])
+        pipeline.gather_metrics_step(input, output[0], log=log[0])

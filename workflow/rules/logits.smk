@@ -1,19 +1,44 @@
 # The only expensive step: each model's logits on its evaluation set, cached once.
 
 
-rule logits:
-    input:
-        logits_inputs,
+# The request file carries the model's config entry and settings to the command line (instead of a
+# page of JSON in the shell command); it is rewritten, and the logits redone, when they change.
+localrules:
+    logits_request,
+
+
+rule logits_request:
     output:
-        "results/logits/{dataset}/{model}.npz",
+        "results/requests/logits/{dataset}/{model}.json",
+    log:
+        "results/logs/logits_request/{dataset}/{model}.log",
+    threads: 1
+    resources:
+        mem_mb=500,
+        runtime=5,
     params:
         request=logits_request,
+    run:
+        pipeline.logits_request_step(params.request, output[0], log=log[0])
+
+
+rule logits:
+    input:
+        request="results/requests/logits/{dataset}/{model}.json",
+        files=logits_inputs,
+    output:
+        "results/logits/{dataset}/{model}.npz",
     log:
         "results/logs/logits/{dataset}/{model}.log",
+    conda:
+        "../envs/calibrepro.yaml"
     threads: lambda wildcards: logits_resources(wildcards)["threads"]
     resources:
         gpu=lambda wildcards: logits_resources(wildcards)["gpu"],
         mem_mb=lambda wildcards: logits_resources(wildcards)["mem_mb"],
         runtime=lambda wildcards: logits_resources(wildcards)["runtime"],
+    params:
+        python=PYTHON,
     shell:
-        '"{PYTHON}" -m calibrepro.cli logits --request {params.request:q} --output {output:q} 2>&1 | tee {log:q}'
+        '({params.python} -m calibrepro.cli logits --request "$(cat {input.request:q})" --output {output:q}'
+        " && {params.python} -m calibrepro.cli check-logits {output:q}) 2>&1 | tee {log:q}"

@@ -12,29 +12,24 @@ localrules:
 
 rule table:
     input:
-        "results/metrics.csv",
-        **uncertainty_table_inputs(),  # issue 12: tie marks / interval cells (workflow/rules/uncertainty.smk)
+        unpack(uncertainty_table_inputs),
+        metrics="results/metrics.csv",
     output:
         md=report("reports/tables/{metric}.md", caption="../report/table.rst", category="Tables"),
         tex="reports/tables/{metric}.tex",
-    params:
-        language=config["report"]["language"],
+    log:
+        "results/logs/table/{metric}.log",
     threads: 1
     resources:
         mem_mb=1000,
         runtime=5,
+    params:
+        language=config["report"]["language"],
+        bins=BINS,
+        comparisons_csv=lambda wildcards, input: input.get("comparisons"),
+        intervals_csv=lambda wildcards, input: input.get("intervals"),
     run:
-        from calibrepro.report.tables import write_table
-
-        write_table(
-            input[0],
-            wildcards.metric,
-            output.md,
-            output.tex,
-            language=params.language,
-            comparisons_csv=input.get("comparisons"),
-            intervals_csv=input.get("intervals"),
-        )
+        pipeline.table_step(input.metrics, wildcards.metric, output.md, output.tex, log=log[0], **params)
 
 
 rule reliability_figure:
@@ -48,18 +43,17 @@ rule reliability_figure:
             subcategory="{dataset}",
         ),
         pdf="reports/figures/reliability/{dataset}/{model}.pdf",
-    params:
-        language=config["report"]["language"],
+    log:
+        "results/logs/reliability_figure/{dataset}/{model}.log",
     threads: 1
     resources:
         mem_mb=1000,
         runtime=5,
+    params:
+        language=config["report"]["language"],
+        intervals=RELIABILITY_LEVEL,
     run:
-        from calibrepro.report.figures import write_reliability_figure
-
-        write_reliability_figure(
-            input[0], output.png, output.pdf, language=params.language, intervals=RELIABILITY_LEVEL
-        )
+        pipeline.figure_step(input[0], output.png, output.pdf, log=log[0], **params)
 
 
 rule named_figure:
@@ -68,40 +62,41 @@ rule named_figure:
     output:
         png=report("reports/figures/{name}.png", caption="../report/figure.rst", category="Figures"),
         pdf="reports/figures/{name}.pdf",
+    log:
+        "results/logs/named_figure/{name}.log",
     wildcard_constraints:
         name="|".join(config["report"]["figures"]) or "(?!)",
-    params:
-        language=config["report"]["language"],
     threads: 1
     resources:
         mem_mb=1000,
         runtime=5,
+    params:
+        language=config["report"]["language"],
+        intervals=RELIABILITY_LEVEL,
     run:
-        from calibrepro.report.figures import write_reliability_figure
-
-        write_reliability_figure(
-            input[0], output.png, output.pdf, language=params.language, intervals=RELIABILITY_LEVEL
-        )
+        pipeline.figure_step(input[0], output.png, output.pdf, log=log[0], **params)
 
 
 rule reproduction:
     input:
+        unpack(uncertainty_reproduction_inputs),
         metrics="results/metrics.csv",
         published=[config["report"]["published"]] if config["report"]["published"] else [],
-        **uncertainty_reproduction_inputs(),  # issue 12: "inside our interval" column
     output:
-        report("reports/reproduction.md", caption="../report/reproduction.rst", category="Reproduction"),
+        report(
+            "reports/reproduction.md",
+            caption="../report/reproduction.rst",
+            category="Reproduction",
+        ),
+    log:
+        "results/logs/reproduction.log",
     threads: 1
     resources:
         mem_mb=1000,
         runtime=5,
+    params:
+        published_csv=config["report"]["published"],
+        intervals_csv=lambda wildcards, input: input.get("intervals"),
+        language=config["report"]["language"],
     run:
-        from calibrepro.report.reproduction import write_reproduction_report
-
-        write_reproduction_report(
-            input.metrics,
-            output[0],
-            published_csv=config["report"]["published"],
-            language="en",
-            intervals_csv=input.get("intervals"),
-        )
+        pipeline.reproduction_step(input.metrics, output[0], log=log[0], **params)

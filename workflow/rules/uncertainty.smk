@@ -1,57 +1,10 @@
 # How sure is a number (issue 12): bootstrap intervals of every metric cell, paired comparisons with
 # each row's best, mean ranks with Friedman/Nemenyi critical-difference diagrams, and the
-# calibration-set-size study. Every rule calls one function of calibrepro.pipeline.
-
-UNCERTAINTY = config["uncertainty"]
-SIZE_STUDY = config["size_study"]
-DATASETS = list(config["models"])
+# calibration-set-size study.
 
 
-#: level of the Wilson error bars on the reliability diagrams (None: the thesis's style, no bars)
-RELIABILITY_LEVEL = (
-    UNCERTAINTY["level"] if config["report"]["reliability_intervals"] else None
-)
-
-
-def uncertainty_table_inputs():
-    """Extra named inputs of the table rule: comparisons for tie marks, intervals for interval cells."""
-    inputs = {}
-    if config["report"]["mark_ties"]:
-        inputs["comparisons"] = "results/comparisons.csv"
-    if config["report"]["cells"] == "interval":
-        inputs["intervals"] = "results/intervals.csv"
-    return inputs
-
-
-def uncertainty_reproduction_inputs():
-    """Extra named input of the reproduction rule: the intervals, when they are computed."""
-    return {"intervals": "results/intervals.csv"} if UNCERTAINTY["enabled"] else {}
-
-
-def uncertainty_paths():
-    """Targets of this file for `rule all` (nothing unless enabled in the config)."""
-    paths = []
-    if UNCERTAINTY["enabled"]:
-        paths += [
-            "results/intervals.csv",
-            "results/comparisons.csv",
-            "reports/tables/ranks.md",
-        ]
-        paths += [
-            f"reports/figures/cd/{dataset}.{ext}"
-            for dataset in DATASETS
-            for ext in ("png", "pdf")
-        ]
-    if SIZE_STUDY["enabled"]:
-        paths += ["results/size_study.csv", "reports/tables/size_study.md"]
-        paths += [
-            f"reports/figures/size_study/{dataset}.{ext}"
-            for dataset in DATASETS
-            for ext in ("png", "pdf")
-        ]
-    return paths
-
-
+# Gathering and the rank/size-study reports read small tidy files: on a cluster they run in the
+# submitting Snakemake process.
 localrules:
     intervals,
     comparisons,
@@ -64,10 +17,7 @@ rule bootstrap:
     input:
         logits="results/logits/{dataset}/{model}.npz",
         split="results/splits/{dataset}/seed{seed}.npz",
-        calibrators=expand(
-            "results/calibrators/{{dataset}}/{{model}}/{method}/seed{{seed}}.json",
-            method=METHODS,
-        ),
+        calibrators=lambda wildcards: calibrator_paths(wildcards).values(),
         evaluation="results/evaluations/{dataset}/{model}/seed{seed}.csv",
     output:
         intervals="results/bootstrap/{dataset}/{model}/seed{seed}.intervals.csv",
@@ -79,62 +29,55 @@ rule bootstrap:
         mem_mb=4000,
         runtime=15,
     params:
+        calibrators=calibrator_paths,
         metrics=METRICS,
         bins=BINS,
-        settings=UNCERTAINTY,
+        dataset=lambda wildcards: wildcards.dataset,
+        model=lambda wildcards: wildcards.model,
+        seed=lambda wildcards: int(wildcards.seed),
+        resamples=UNCERTAINTY["bootstrap"],
+        level=UNCERTAINTY["level"],
+        bootstrap_seed=UNCERTAINTY["seed"],
     run:
-        from calibrepro.pipeline import bootstrap_step
-
-        bootstrap_step(
+        pipeline.bootstrap_step(
             input.logits,
             input.split,
-            dict(zip(METHODS, input.calibrators)),
             input.evaluation,
-            metrics=params.metrics,
-            bins=params.bins,
-            dataset=wildcards.dataset,
-            model=wildcards.model,
-            seed=int(wildcards.seed),
-            resamples=params.settings["bootstrap"],
-            level=params.settings["level"],
-            bootstrap_seed=params.settings["seed"],
-            intervals_output=output.intervals,
-            comparisons_output=output.comparisons,
+            output.intervals,
+            output.comparisons,
+            log=log[0],
+            **params,
         )
 
 
 rule intervals:
     input:
-        [
-            f"results/bootstrap/{d}/{m}/seed{s}.intervals.csv"
-            for d, m in MODELS
-            for s in SEEDS
-        ],
+        lambda wildcards: bootstrap_paths("intervals"),
     output:
         "results/intervals.csv",
     log:
         "results/logs/intervals.log",
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
     run:
-        from calibrepro.pipeline import gather_table_step
-
-        gather_table_step(input, output[0])
+        pipeline.gather_uncertainty_step("intervals", input, output[0], log=log[0])
 
 
 rule comparisons:
     input:
-        [
-            f"results/bootstrap/{d}/{m}/seed{s}.comparisons.csv"
-            for d, m in MODELS
-            for s in SEEDS
-        ],
+        lambda wildcards: bootstrap_paths("comparisons"),
     output:
         "results/comparisons.csv",
     log:
         "results/logs/comparisons.log",
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
     run:
-        from calibrepro.pipeline import gather_table_step
-
-        gather_table_step(input, output[0])
+        pipeline.gather_uncertainty_step("comparisons", input, output[0], log=log[0])
 
 
 rule ranks:
@@ -146,31 +89,20 @@ rule ranks:
             caption="../report/ranks.rst",
             category="Uncertainty",
         ),
-        figures=[
-            f"reports/figures/cd/{dataset}.{ext}"
-            for dataset in DATASETS
-            for ext in ("png", "pdf")
-        ],
+        figures=dataset_figure_paths("cd"),
     log:
         "results/logs/ranks.log",
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
     params:
         metric=UNCERTAINTY["rank_metric"],
+        figures=dataset_figures("cd"),
         alpha=UNCERTAINTY["alpha"],
         language=config["report"]["language"],
     run:
-        from calibrepro.pipeline import rank_step
-
-        rank_step(
-            input[0],
-            params.metric,
-            output.md,
-            {
-                d: (f"reports/figures/cd/{d}.png", f"reports/figures/cd/{d}.pdf")
-                for d in DATASETS
-            },
-            alpha=params.alpha,
-            language=params.language,
-        )
+        pipeline.rank_step(input[0], output.md, log=log[0], **params)
 
 
 rule size_study:
@@ -186,37 +118,30 @@ rule size_study:
         mem_mb=4000,
         runtime=60,
     params:
-        settings=SIZE_STUDY,
+        methods=METHODS,
+        sizes=SIZE_STUDY["sizes"],
+        seeds=SIZE_STUDY["seeds"],
         metrics=METRICS,
         bins=BINS,
+        dataset=lambda wildcards: wildcards.dataset,
+        model=lambda wildcards: wildcards.model,
     run:
-        from calibrepro.pipeline import size_study_step
-
-        size_study_step(
-            input.logits,
-            input.split,
-            methods=METHODS,
-            sizes=params.settings["sizes"],
-            seeds=params.settings["seeds"],
-            metrics=params.metrics,
-            bins=params.bins,
-            dataset=wildcards.dataset,
-            model=wildcards.model,
-            output=output[0],
-        )
+        pipeline.size_study_step(input.logits, input.split, output[0], log=log[0], **params)
 
 
 rule size_study_gather:
     input:
-        [f"results/size_study/{d}/{m}.csv" for d, m in MODELS],
+        [f"results/size_study/{dataset}/{model}.csv" for dataset, model in MODELS],
     output:
         "results/size_study.csv",
     log:
         "results/logs/size_study.log",
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
     run:
-        from calibrepro.pipeline import gather_table_step
-
-        gather_table_step(input, output[0])
+        pipeline.gather_size_study_step(input, output[0], log=log[0])
 
 
 rule size_study_report:
@@ -228,29 +153,16 @@ rule size_study_report:
             caption="../report/size_study.rst",
             category="Uncertainty",
         ),
-        figures=[
-            f"reports/figures/size_study/{dataset}.{ext}"
-            for dataset in DATASETS
-            for ext in ("png", "pdf")
-        ],
+        figures=dataset_figure_paths("size_study"),
     log:
         "results/logs/size_study_report.log",
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
     params:
         metric=SIZE_STUDY["metric"],
+        figures=dataset_figures("size_study"),
         language=config["report"]["language"],
     run:
-        from calibrepro.pipeline import size_study_report_step
-
-        size_study_report_step(
-            input[0],
-            params.metric,
-            output.md,
-            {
-                d: (
-                    f"reports/figures/size_study/{d}.png",
-                    f"reports/figures/size_study/{d}.pdf",
-                )
-                for d in DATASETS
-            },
-            language=params.language,
-        )
+        pipeline.size_study_report_step(input[0], output.md, log=log[0], **params)

@@ -1,6 +1,8 @@
-"""Read ``results/metrics.csv`` and summarise it per table cell (mean, std over seeds, bold).
+"""The metrics files: write, gather, read ``results/metrics.csv`` and summarise it per table cell.
 
-The file is tidy: ``dataset,model,method,seed,metric,value`` with ``value`` a fraction. Rows
+This module owns the format of ``results/evaluations/{dataset}/{model}/seed{seed}.csv`` (one
+model's rows) and of ``results/metrics.csv`` (every model's, concatenated in config order).
+Both are tidy: ``dataset,model,method,seed,metric,value`` with ``value`` a fraction. Rows
 (dataset/model pairs) and columns (methods) of a table keep the order in which they first appear
 in the file, which is the configuration's order.
 
@@ -23,6 +25,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from calibrepro.io import concatenate_csv, tidy_csv
 from calibrepro.report.labels import metric_spec
 
 COLUMNS = ("dataset", "model", "method", "seed", "metric", "value")
@@ -30,6 +33,16 @@ COLUMNS = ("dataset", "model", "method", "seed", "metric", "value")
 
 class MetricsFileError(ValueError):
     """``metrics.csv`` is missing columns or holds values the report cannot use."""
+
+
+def format_metrics(rows) -> str:
+    """CSV text of ``(dataset, model, method, seed, metric, value)`` rows under the header (values by ``repr``)."""
+    return tidy_csv(COLUMNS, [(*keys, float(value)) for *keys, value in rows])
+
+
+def concatenate_metrics(inputs, output) -> int:
+    """Write ``output``: the per-model files ``inputs`` in order, under one header; the number of rows."""
+    return concatenate_csv(inputs, output, COLUMNS, MetricsFileError, "a metrics file")
 
 
 @dataclass

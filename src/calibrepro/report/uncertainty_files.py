@@ -1,4 +1,4 @@
-"""Read ``results/intervals.csv`` and ``results/comparisons.csv`` (written by the bootstrap step).
+"""``results/intervals.csv`` and ``results/comparisons.csv``: written, gathered and read here.
 
 Both are tidy: one row per dataset/model/method/seed/metric. The report uses them for interval
 cells and tie marks in the tables and for the "inside our interval" column of the reproduction
@@ -12,6 +12,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from calibrepro.io import concatenate_csv, tidy_csv, write_text
+
 INTERVAL_COLUMNS = ("dataset", "model", "method", "seed", "metric", "estimate", "low", "high", "level", "B")
 COMPARISON_COLUMNS = ("dataset", "model", "seed", "metric", "method", "best", "difference", "low", "high",
                       "level", "B", "tied")
@@ -19,6 +21,22 @@ COMPARISON_COLUMNS = ("dataset", "model", "seed", "metric", "method", "best", "d
 
 class UncertaintyFileError(ValueError):
     """An intervals or comparisons file is missing columns or holds unusable values."""
+
+
+def write_intervals(path, rows) -> None:
+    """One model's interval rows (:data:`INTERVAL_COLUMNS`), floats by ``repr``."""
+    write_text(path, tidy_csv(INTERVAL_COLUMNS, rows))
+
+
+def write_comparisons(path, rows) -> None:
+    """One model's paired-comparison rows (:data:`COMPARISON_COLUMNS`), floats by ``repr``."""
+    write_text(path, tidy_csv(COMPARISON_COLUMNS, rows))
+
+
+def concatenate(kind: str, inputs, output) -> int:
+    """Gather per-model ``kind`` files ("intervals" or "comparisons") into ``output``; the number of rows."""
+    columns = {"intervals": INTERVAL_COLUMNS, "comparisons": COMPARISON_COLUMNS}[kind]
+    return concatenate_csv(inputs, output, columns, UncertaintyFileError, f"an {kind} file")
 
 
 @dataclass
