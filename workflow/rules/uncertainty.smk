@@ -135,7 +135,7 @@ rule size_study_gather:
     output:
         "results/size_study.csv",
     log:
-        "results/logs/size_study.log",
+        "results/logs/size_study_gather.log",
     threads: 1
     resources:
         mem_mb=1000,
