@@ -2,8 +2,8 @@
 
 ``FileServer`` is a threaded ``http.server`` on an ephemeral port of 127.0.0.1. Tests register what
 each URL path does (serve bytes, redirect, cut the body short, answer an HTTP error) or mount a local
-folder under a prefix, and point the real download code at it. Use the ``file_server`` fixture
-(``from servers import file_server``), which stops the server in its teardown.
+folder under a prefix, and point the real download code at it. Tests get a started one from the
+``file_server`` fixture (tests/conftest.py), which stops it in its teardown.
 """
 
 from __future__ import annotations
@@ -186,16 +186,6 @@ class FileServer:
                 if folder.resolve() in candidate.parents and candidate.is_file():
                     return Route("file", data=candidate.read_bytes())
         return None
-
-
-@pytest.fixture
-def file_server():
-    """A started :class:`FileServer`; stopped after the test."""
-    server = FileServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 # ------------------------------------------------------------------------------ official formats

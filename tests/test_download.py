@@ -23,7 +23,7 @@ from calibrepro.download import (
     verify_checksum,
 )
 from calibrepro.zoo import Download
-from servers import REALDATA, cifar_tarball_bytes, file_server, md5_hex, random_cifar, sha256_hex  # noqa: F401
+from servers import REALDATA, cifar_tarball_bytes, md5_hex, random_cifar, sha256_hex
 
 PAYLOAD = bytes(range(256)) * 4096  # 1 MiB: several chunks
 

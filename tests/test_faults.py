@@ -20,7 +20,7 @@ from calibrepro.io import atomic_path, new_part_file, remove_stale_parts, write_
 from calibrepro.reliability import reliability_bins
 from calibrepro.report.figures import write_reliability_figure
 from calibrepro.zoo import Download
-from servers import file_server, sha256_hex  # noqa: F401
+from servers import sha256_hex
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 PAYLOAD = bytes(range(256)) * 4096 * 4  # 4 MiB

@@ -14,7 +14,7 @@ import yaml
 
 from calibrepro.config import load_schema, validate_config
 from calibrepro.report.reproduction import write_reproduction_report
-from workflow_helpers import ROOT, run_snakemake, synthetic_logits, write_config
+from workflow_helpers import ROOT, run_snakemake, snakemake_command, synthetic_logits, write_config
 
 LOCK_TOOL = ROOT / "tools" / "snakemake_lock.py"
 
@@ -55,9 +55,7 @@ def test_a_killed_run_leaves_a_stale_lock_that_the_tool_names_and_removes_safely
         "a": {"source": "logits", "path": str(tmp_path / "a.npz")},
         "b": {"source": "logits", "path": str(tmp_path / "b.npz")}}}})
     locks = tmp_path / ".snakemake" / "locks"
-    command = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(tmp_path),
-               "--profile", str(ROOT / "workflow" / "profiles" / "default"), "--cores", "1", "results/metrics.csv",
-               "--configfile", str(config)]
+    command = snakemake_command(tmp_path, "results/metrics.csv", "--configfile", str(config), cores=1)
     for _ in range(5):  # kill Snakemake (and its jobs) while it holds the lock
         run = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         while run.poll() is None and not (locks.is_dir() and any(locks.iterdir())):

@@ -24,7 +24,7 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from workflow_helpers import synthetic_logits, write_config
+from workflow_helpers import snakemake_command, synthetic_logits, write_config
 
 ROOT = Path(__file__).resolve().parents[1]
 SLURM_UP = ROOT / ".ci" / "slurm-up"
@@ -142,13 +142,7 @@ class Run:
 
 def run_snakemake(workdir: Path, *args: str, profiles=SLURM_PROFILES, timeout: int = TIMEOUT) -> Run:
     """Run the Snakefile in workdir; on timeout kill Snakemake's whole process group and its Slurm jobs."""
-    command = [
-        sys.executable, "-m", "snakemake",
-        "--snakefile", str(ROOT / "Snakefile"),
-        "--directory", str(workdir),
-        *profiles,
-        *args,
-    ]
+    command = snakemake_command(workdir, *args, profiles=profiles, cores=None)
     env = dict(os.environ, SLURM_CONF=SLURM_CONF)
     started = time.monotonic()
     process = subprocess.Popen(

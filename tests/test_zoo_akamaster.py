@@ -21,7 +21,7 @@ from calibrepro.download import fetch
 from calibrepro.io import load_logits
 from calibrepro.zoo import LogitsRequest, get_source
 from calibrepro.zoo import akamaster
-from servers import REALDATA, cifar_tarball_bytes, file_server, random_cifar  # noqa: F401
+from servers import REALDATA, cifar_tarball_bytes, random_cifar
 
 SETTINGS = {"datasets": {}, "downloads": {"dir": "unused", "mirrors": {}},
             "inference": {"device": "cpu", "batch_size": 256, "workers": 0, "amp": False}}

@@ -22,7 +22,7 @@ from calibrepro.io import load_logits
 from calibrepro.zoo import LogitsRequest, get_source
 from calibrepro.zoo import chenyaofo
 from calibrepro.zoo._pretrained import ModelSourceError
-from servers import cifar_tarball_bytes, file_server, random_cifar, serve_original_code  # noqa: F401
+from servers import cifar_tarball_bytes, random_cifar, serve_original_code
 
 THESIS_CIFAR100 = [
     "mobilenetv2_x0_5", "mobilenetv2_x1_0", "mobilenetv2_x1_4", "resnet20", "resnet32", "resnet44", "resnet56",

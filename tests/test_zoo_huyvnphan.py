@@ -20,7 +20,7 @@ from calibrepro.io import load_logits
 from calibrepro.zoo import LogitsRequest, get_source
 from calibrepro.zoo import huyvnphan
 from calibrepro.zoo._pretrained import ModelSourceError
-from servers import cifar_tarball_bytes, file_server, random_cifar, serve_original_code, sha256_hex  # noqa: F401
+from servers import cifar_tarball_bytes, random_cifar, serve_original_code, sha256_hex
 
 THESIS_CIFAR10 = [
     "densenet121", "densenet161", "densenet169", "googlenet", "inception_v3", "mobilenet_v2",

@@ -21,7 +21,7 @@ from calibrepro.inference import (
     strip_prefix,
 )
 from calibrepro.zoo import Download, akamaster, get_source
-from servers import REALDATA, file_server  # noqa: F401
+from servers import REALDATA
 
 
 class _Items(torch.utils.data.Dataset):

@@ -14,21 +14,29 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_snakemake(workdir: Path, *args: str, profile: str | None = None, timeout: int = 900):
-    """Run the project's Snakefile in ``workdir``; return the CompletedProcess (fails the test on a time-out).
+def snakemake_command(workdir: Path, *args: str, profiles=(), cores: int | None = 2) -> list[str]:
+    """The command line of the project's Snakefile run in ``workdir``: the one way tests start Snakemake.
 
-    Without ``profile`` this is the card's plain ``snakemake --cores 2`` (Snakemake still reads the
-    top-level profiles/default by itself); ``profile`` names one under workflow/profiles/ to add.
+    Without ``profiles`` this is the card's plain ``snakemake --cores N`` (Snakemake still reads the
+    top-level profiles/default by itself); ``cores=None`` leaves the cores to the profiles (Slurm).
     """
-    profiles = ["--profile", str(ROOT / "workflow" / "profiles" / profile)] if profile else []
-    command = [
+    return [
         sys.executable, "-m", "snakemake",
         "--snakefile", str(ROOT / "Snakefile"),
         "--directory", str(workdir),
         *profiles,
-        "--cores", "2",
+        *(["--cores", str(cores)] if cores is not None else []),
         *args,
     ]
+
+
+def run_snakemake(workdir: Path, *args: str, profile: str | None = None, timeout: int = 900):
+    """Run the project's Snakefile in ``workdir``; return the CompletedProcess (fails the test on a time-out).
+
+    ``profile`` names one under workflow/profiles/ to add to the plain command.
+    """
+    profiles = ["--profile", str(ROOT / "workflow" / "profiles" / profile)] if profile else []
+    command = snakemake_command(workdir, *args, profiles=profiles)
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         stdout, stderr = process.communicate(timeout=timeout)
