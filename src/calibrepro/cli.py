@@ -19,8 +19,8 @@ DESCRIPTION = """\
 calibrepro regenerates calibration tables, reliability diagrams and a reproduction report for
 pretrained classifiers. The pipeline itself runs through Snakemake, e.g.
 
-  snakemake --profile workflow/profiles/default --cores 4                   # the offline demo
-  snakemake --profile workflow/profiles/default --configfile my.yaml        # your own models
+  snakemake --cores 4                                # the offline demo
+  snakemake --cores 4 --configfile my.yaml           # your own models
 
 This command holds the steps that are useful on their own:"""
 
