@@ -45,10 +45,14 @@ def _halves(logits_path, split_path):
     return (logits[calibration], labels[calibration]), (logits[test], labels[test])
 
 
-def fit_step(logits_path, split_path, method: str, bins: int, output) -> None:
-    """Fit one calibrator on the calibration half and save its fitted parameters as JSON."""
+def fit_step(logits_path, split_path, method: str, bins: int, output, options: Mapping | None = None) -> None:
+    """Fit one calibrator on the calibration half and save its fitted parameters as JSON.
+
+    ``options`` are the method's hyperparameters from the config's ``calibrator_options``
+    (e.g. the regularisation grid of ``dirichlet_odir``); only the calibration half is passed on.
+    """
     (logits, labels), _ = _halves(logits_path, split_path)
-    calibrator = make_calibrator(method, bins=bins).fit(logits, labels)
+    calibrator = make_calibrator(method, **{**(options or {}), "bins": bins}).fit(logits, labels)
     write_json(output, {**calibrator.to_json(), "calibration_samples": int(len(labels))})
 
 

@@ -26,6 +26,7 @@ rule fit_calibrator:
         "results/calibrators/{dataset}/{model}/{method}/seed{seed}.json",
     params:
         bins=BINS,
+        options=lambda wildcards: config["calibrator_options"].get(wildcards.method, {}),
     threads: 1
     resources:
         mem_mb=4000,
@@ -33,4 +34,4 @@ rule fit_calibrator:
     run:
         from calibrepro.pipeline import fit_step
 
-        fit_step(input.logits, input.split, wildcards.method, params.bins, output[0])
+        fit_step(input.logits, input.split, wildcards.method, params.bins, output[0], params.options)

@@ -129,7 +129,7 @@ def _lbfgs_fit(x, y, lam: float, mu: float, penalty: str, max_iter: int, device)
         g = (e / total[:, None] - onehot) / n  # (P - Y) / N
         gw = g.T @ x + cw * w
         gb = g.sum(0) + cb * b
-        loss = float(nll + 0.25 * ((cw * w * w).sum() + cb * (b * b).sum()))
+        loss = float(nll + 0.5 * ((cw * w * w).sum() + cb * (b * b).sum()))
         grad = xp.concatenate([gw.reshape(-1), gb]) if xp is np else xp.cat([gw.reshape(-1), gb]).cpu().numpy()
         evaluations.append((loss, float(nll)))
         return loss, grad
