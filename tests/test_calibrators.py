@@ -55,6 +55,10 @@ def test_registry_and_factory():
         "temperature_scaling",
         "vector_scaling",
         "vector_scaling_bias",
+        "dirichlet_l2",
+        "dirichlet_odir",
+        "matrix_scaling_odir",
+        "ensemble_temperature_scaling",
     ]
     for name, cls in CALIBRATORS.items():
         assert cls.method == name
