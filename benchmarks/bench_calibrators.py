@@ -306,22 +306,31 @@ class Capped(float):
 # --------------------------------------------------------------------------------------------
 # beyond the thesis: Dir-L2, Dir-ODIR, MS-ODIR, ETS; dirichletcal
 # --------------------------------------------------------------------------------------------
-def measured(fn):
-    """(result, seconds, peak bytes) of ``fn()``: tracemalloc on the CPU, CUDA's allocator on a GPU."""
+def measured(fn, memory: bool):
+    """(result, seconds, peak MB or None) of ``fn()``.
+
+    Time from an untraced run.  Peak memory: on a GPU ``torch.cuda.max_memory_allocated`` of
+    that run; on the CPU (``memory=True``) ``tracemalloc``'s peak (numpy's arrays included) of a
+    second, traced run, as tracing slows the first down.
+    """
     import tracemalloc
 
-    if torch.cuda.is_available():
+    cuda = torch.cuda.is_available()
+    if cuda:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
-    tracemalloc.start()
     start = time.perf_counter()
     result = fn()
     seconds = time.perf_counter() - start
+    if cuda:
+        return result, seconds, torch.cuda.max_memory_allocated() / 2**20
+    if not memory:
+        return result, seconds, None
+    tracemalloc.start()
+    fn()
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    if torch.cuda.is_available():
-        peak = max(peak, torch.cuda.max_memory_allocated())
-    return result, seconds, peak
+    return result, seconds, peak / 2**20
 
 
 def penalised_objective(method, features, labels, w, b, lam, mu):
@@ -379,7 +388,8 @@ def bench_beyond(shapes, single: bool = False) -> int:
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     print(f"\n=== beyond the thesis (device: {device}, load {os.getloadavg()[0]:.2f}) ===")
-    print(f"{'K':>5s} {'method':30s} {'fit s':>9s} {'peak MB':>9s} {'fits':>5s}  chosen (lambda, mu); calib NLL")
+    where = "GPU allocator" if device == "cuda" else "tracemalloc, K < 1000"
+    print(f"{'K':>5s} {'method':30s} {'fit s':>9s} {'peak MB':>9s} {'fits':>5s}  chosen (lambda, mu); calib NLL  [{where}]")
     dcal, why = load_dirichletcal()
     comparisons = []
     for k, n in shapes:
@@ -389,19 +399,19 @@ def bench_beyond(shapes, single: bool = False) -> int:
             try:
                 if single and method != "ensemble_temperature_scaling":
                     raise CalibrationCostError("--single: one fit at (0.01, 0.01)")
-                cal, secs, peak = measured(lambda: make_calibrator(method).fit(zc, yc))
+                cal, secs, peak = measured(lambda: make_calibrator(method).fit(zc, yc), k < 1000)
                 fits = "1" if method == "ensemble_temperature_scaling" else str(1 + 5 * len(cal._grid()))
             except CalibrationCostError as exc:
                 note = f"  [no CV grid: {str(exc).split('(')[0].strip()}]"
                 single = {"lambdas": [0.01], "mus": [0.01]}
-                cal, secs, peak = measured(lambda: make_calibrator(method, **single).fit(zc, yc))
+                cal, secs, peak = measured(lambda: make_calibrator(method, **single).fit(zc, yc), k < 1000)
                 fits = "1"
             d = cal.diagnostics_
             if method == "ensemble_temperature_scaling":
                 what = f"T={np.exp(cal.log_temperature_):.3f}, w={np.round(cal.weights_, 4).tolist()}"
             else:
                 what = f"({cal.reg_lambda_:g}, {cal.reg_mu_:g}); {d['final_nll']:.6f}, stop: {d['stop_reason'][:40]}"
-            print(f"{k:5d} {method:30s} {secs:9.2f} {peak / 2**20:9.1f} {fits:>5s}  {what}{note}")
+            print(f"{k:5d} {method:30s} {secs:9.2f} {fmt(peak, 9)} {fits:>5s}  {what}{note}")
             if method != "ensemble_temperature_scaling" and dcal and k <= 100:
                 lam, mu = cal.reg_lambda_, cal.reg_mu_
                 w, b, their_secs = run_dirichletcal(dcal, method, zc, yc, lam, mu)

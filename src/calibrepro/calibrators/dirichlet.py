@@ -50,8 +50,8 @@ import numpy as np
 from calibrepro.calibrators.base import Calibrator, check_labels, check_logits, softmax64_inplace
 
 #: default regularisation grids (normalised penalties, see the module docstring)
-DEFAULT_LAMBDAS = (1e-3, 1e-2, 1e-1, 1.0, 10.0)
-DEFAULT_MUS = (1e-3, 1e-1, 10.0)
+DEFAULT_LAMBDAS = (1e-2, 1e-1, 1.0, 10.0, 100.0)
+DEFAULT_MUS = (1e-2, 1.0, 100.0)
 #: nominal loss-and-gradient evaluations per fit, for the CPU cost estimate
 _NOMINAL_EVALUATIONS = 200
 
