@@ -104,3 +104,54 @@ def test_schema_requires_two_members():
     config = {"models": {"d": {"a": {"source": "demo"}, "ens": {"source": "ensemble", "members": ["a"]}}}}
     with pytest.raises(ConfigError, match=r"models\.d\.ens\.members"):
         validate_config(config, load_schema(SCHEMA))
+
+
+# ------------------------------------------------------------------------- through the workflow
+def test_ensemble_through_snakemake(tmp_path):
+    """Two `logits` models and their ensemble: the ensemble's archive is built from theirs and calibrated."""
+    from workflow_helpers import run_snakemake, synthetic_logits, write_config
+
+    labels = np.random.default_rng(0).integers(0, 4, 300)
+    synthetic_logits(tmp_path / "a.npz", labels=labels, seed=1)
+    synthetic_logits(tmp_path / "b.npz", labels=labels, seed=2)
+    config = {
+        "models": {
+            "mydata": {
+                "a": {"source": "logits", "path": str(tmp_path / "a.npz")},
+                "b": {"source": "logits", "path": str(tmp_path / "b.npz")},
+                "ab": {"source": "ensemble", "members": ["a", "b"]},
+            }
+        },
+        "calibrators": ["uncalibrated", "ensemble_temperature_scaling", "matrix_scaling_odir"],
+        "calibrator_options": {"matrix_scaling_odir": {"lambdas": [0.1], "mus": [0.1], "device": "cpu"}},
+        "metrics": ["accuracy", "nll"],
+    }
+    result = run_snakemake(tmp_path, "--configfile", str(write_config(tmp_path / "c.yaml", config)))
+    assert result.returncode == 0, result.stderr[-3000:]
+    ensemble = load_logits(tmp_path / "results/logits/mydata/ab.npz")
+    members_probs = [softmax(load_logits(tmp_path / f"{m}.npz").logits.astype(np.float64), axis=1) for m in "ab"]
+    np.testing.assert_allclose(
+        softmax(ensemble.logits.astype(np.float64), axis=1), np.mean(members_probs, axis=0), atol=1e-6
+    )
+    assert ensemble.metadata["members"] == ["a", "b"]
+    fitted = (tmp_path / "results/calibrators/mydata/ab/matrix_scaling_odir/seed0.json").read_text()
+    assert '"lambda": 0.1' in fitted
+    assert "MS-ODIR" in (tmp_path / "reports/tables/nll.md").read_text()
+
+
+def test_bad_ensemble_member_fails_before_any_job(tmp_path):
+    from workflow_helpers import run_snakemake, synthetic_logits, write_config
+
+    synthetic_logits(tmp_path / "a.npz")
+    config = {
+        "models": {
+            "mydata": {
+                "a": {"source": "logits", "path": str(tmp_path / "a.npz")},
+                "ab": {"source": "ensemble", "members": ["a", "nope"]},
+            }
+        }
+    }
+    result = run_snakemake(tmp_path, "--configfile", str(write_config(tmp_path / "c.yaml", config)))
+    assert result.returncode != 0
+    assert "models.mydata.ab.members: 'nope' is not a model of data set 'mydata'" in result.stdout + result.stderr
+    assert not (tmp_path / "results").exists()
