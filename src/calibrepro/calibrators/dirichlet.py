@@ -30,6 +30,8 @@ machine and torch thread count; on a GPU they are repeatable on that GPU but may
 CPU's in the last bits (different matrix-multiply kernels), so the fitted JSON records the
 device type.  Predictions are always computed on the CPU with numpy in float64.
 
+Threads.  BLAS runs single-threaded during these fits (:func:`one_blas_thread`).
+
 Cost and limits.  One loss-and-gradient evaluation costs about ``4 N K^2`` floating-point
 operations (two N x K x K products); a fit typically needs 100-300 evaluations, and the
 cross-validation ``folds * len(grid)`` fits plus one refit.  Before fitting on the CPU the work is
@@ -42,8 +44,9 @@ and the full grid at K = 100 (~3e12).  A GPU has no limit.
 
 from __future__ import annotations
 
+import threading
 import warnings
-from contextlib import nullcontext
+from contextlib import contextmanager
 from typing import ClassVar
 
 import numpy as np
@@ -53,8 +56,6 @@ from calibrepro.calibrators.base import Calibrator, check_labels, check_logits, 
 #: default regularisation grids (normalised penalties, see the module docstring)
 DEFAULT_LAMBDAS = (1e-2, 1e-1, 1.0, 10.0, 100.0)
 DEFAULT_MUS = (1e-2, 1.0, 100.0)
-#: up to this K the fits run with one BLAS thread (see _lbfgs_fit)
-_SINGLE_THREAD_MAX_K = 256
 #: nominal loss-and-gradient evaluations per fit, for the CPU cost estimate
 _NOMINAL_EVALUATIONS = 200
 
@@ -97,6 +98,38 @@ def _backend(device):
     return torch, lambda s: torch.amax(s, dim=1, keepdim=True)
 
 
+_blas_lock = threading.Lock()
+_blas_state = {"users": 0, "limiter": None}
+
+
+@contextmanager
+def one_blas_thread():
+    """Run the block with one BLAS thread; nested and concurrent uses share one limit.
+
+    Why: scipy's L-BFGS-B step makes many small BLAS calls, and on a loaded 2-core machine
+    OpenBLAS's threads made each step ~12 ms instead of ~0.4 ms (measured: one K = 10 fit took
+    25 s instead of 0.75 s, same result).  And determinism: with one thread, BLAS reductions
+    (dot products of the L-BFGS two-loop recursion) are summed in one fixed order.  The limit is
+    process-wide (threadpoolctl), so it is taken when the first fit starts and released when
+    the last concurrent one ends: every fit of this module runs entirely single-threaded in BLAS.
+    The other calibrators use no threaded BLAS reduction, so their results do not depend on it.
+    """
+    from threadpoolctl import threadpool_limits
+
+    with _blas_lock:
+        if _blas_state["users"] == 0:
+            _blas_state["limiter"] = threadpool_limits(1, "blas")
+        _blas_state["users"] += 1
+    try:
+        yield
+    finally:
+        with _blas_lock:
+            _blas_state["users"] -= 1
+            if _blas_state["users"] == 0:
+                _blas_state["limiter"].restore_original_limits()
+                _blas_state["limiter"] = None
+
+
 def _lbfgs_fit(x, y, lam: float, mu: float, penalty: str, max_iter: int, device) -> tuple:
     """Minimise mean NLL of ``softmax(x W^T + b)`` + penalty from ``W = I, b = 0``; return (W, b, info).
 
@@ -108,7 +141,6 @@ def _lbfgs_fit(x, y, lam: float, mu: float, penalty: str, max_iter: int, device)
     Python loop cost ~20 ms per evaluation at K = 10 (measured, 450 samples); it is deterministic.
     """
     from scipy.optimize import minimize
-    from threadpoolctl import threadpool_limits
 
     xp, rowmax = _backend(device)
     n, k = x.shape
@@ -140,12 +172,7 @@ def _lbfgs_fit(x, y, lam: float, mu: float, penalty: str, max_iter: int, device)
 
     theta0 = np.concatenate([np.eye(k).reshape(-1), np.zeros(k)])
     options = {"maxiter": int(max_iter), "maxfun": int(max_iter) * 5 // 4, "maxcor": 10, "ftol": 1e-12, "gtol": 1e-7}
-    # Small problems run with one BLAS thread: scipy's L-BFGS-B step makes many tiny BLAS calls,
-    # and on a loaded 2-core machine OpenBLAS's threads made each step 12 ms instead of ~0.4 ms
-    # (measured: 25 s vs 0.75 s for one K = 10 fit, identical result).  This limit is
-    # process-wide while it lasts (threadpoolctl); it changes speed only, not results.
-    limit = threadpool_limits(1, "blas") if k <= _SINGLE_THREAD_MAX_K else nullcontext()
-    with limit:
+    with one_blas_thread():
         result = minimize(fun, theta0, jac=True, method="L-BFGS-B", options=options)
     loss, grad = fun(result.x)
     info = {

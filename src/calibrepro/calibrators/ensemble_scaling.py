@@ -73,9 +73,9 @@ class EnsembleTemperatureScaling(Calibrator):
         members = self._members(z, ts.log_temperature_)
         onehot = np.zeros((n, k))
         onehot[np.arange(n), y] = 1.0
-        flat = [m.reshape(-1) for m in members]
-        gram = np.array([[a @ b for b in flat] for a in flat]) / n
-        linear = np.array([a @ onehot.reshape(-1) for a in flat]) / n
+        # einsum's own loop, not BLAS: the sums do not depend on the BLAS thread count
+        gram = np.array([[np.einsum("ij,ij->", a, b) for b in members] for a in members]) / n
+        linear = np.array([np.einsum("ij,ij->", a, onehot) for a in members]) / n
         w, value = simplex_least_squares(gram, linear)
         self.n_classes_ = k
         self.log_temperature_ = ts.log_temperature_
