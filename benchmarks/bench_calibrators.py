@@ -30,8 +30,9 @@ its ``reg_norm=True, ref_row=False`` objective is exactly ours: both solutions a
 penalised objective on our features; ours must not be worse by more than 1e-4.  dirichletcal
 0.3.dev4 on PyPI does not install with current pip (malformed ``install_requires``) and needs
 ``jax``; to run the check, unpack its sdist (``pip download --no-deps --no-build-isolation
-dirichletcal`` with ``setuptools<58``), ``pip install jax`` and put both on ``PYTHONPATH``; two
-removed APIs (``jax.config`` as a module, its Newton path's ``np.float``) are bridged here, and
+dirichletcal`` with ``setuptools<58``), ``pip install jax autograd`` and put both on ``PYTHONPATH``; two
+removed APIs (``jax.config`` as a module; scikit-learn's positional ``label_binarize(y, classes)``)
+are bridged here, and
 its L-BFGS-B path (``optimizer='fmin_l_bfgs_b'``) is used.  It materialises an N x (K+1)^2
 tensor, so it is run at K <= 100 only.
 """
@@ -347,7 +348,7 @@ def penalised_objective(method, features, labels, w, b, lam, mu):
 
 
 def load_dirichletcal():
-    """The dirichletcal package with two removed jax/numpy APIs bridged, or None with a reason."""
+    """The dirichletcal package with two removed jax/scikit-learn APIs bridged, or None with a reason."""
     import types
 
     try:
@@ -359,11 +360,15 @@ def load_dirichletcal():
         shim.config = jax.config
         sys.modules["jax.config"] = shim
     try:
+        from dirichletcal.calib import multinomial
         from dirichletcal.calib.fulldirichlet import FullDirichletCalibrator
-        from dirichletcal.calib.multinomial import MultinomialRegression
     except ImportError as exc:
         return None, f"dirichletcal not importable ({exc}); see this script's docstring"
-    return (FullDirichletCalibrator, MultinomialRegression), None
+    from sklearn.preprocessing import label_binarize
+
+    # scikit-learn >= 1.2 takes `classes` by keyword only; dirichletcal passes it positionally
+    multinomial.label_binarize = lambda y, classes: label_binarize(y, classes=classes)
+    return (FullDirichletCalibrator, multinomial.MultinomialRegression), None
 
 
 def run_dirichletcal(classes, method, zc, yc, lam, mu):
