@@ -33,7 +33,7 @@ device type.  Predictions are always computed on the CPU with numpy in float64.
 Threads.  BLAS runs single-threaded during these fits (:func:`one_blas_thread`).
 
 Cost and limits.  One loss-and-gradient evaluation costs about ``4 N K^2`` floating-point
-operations (two N x K x K products); a fit typically needs 100-300 evaluations, and the
+operations (two N x K x K products); a fit typically needs 100-2000 evaluations (more the weaker the regularisation), and the
 cross-validation ``folds * len(grid)`` fits plus one refit.  Before fitting on the CPU the work is
 estimated with a nominal 200 evaluations per fit; above ``cpu_flop_budget`` (default 1e14, a few
 hours on 2 cores at ~10 GFLOP/s) :meth:`fit` fails at once with a message saying what to change
@@ -150,27 +150,36 @@ def _lbfgs_fit(x, y, lam: float, mu: float, penalty: str, max_iter: int, device)
         cw, cb = np.full((k, k), 2.0 * lam / (k * (k + 1))), 2.0 * lam / (k * (k + 1))
     else:
         cw, cb = (1.0 - np.eye(k)) * (2.0 * lam / (k * (k - 1))), 2.0 * mu / k
+    # Centred coordinates: s = W (x - m) + c with c = b + W m, m the column means of x.  The same
+    # model and objective (the penalty is on b = c - W m), but the W and c directions are
+    # decorrelated, which L-BFGS needs on log-probabilities (every column shares -logsumexp z):
+    # measured at K = 100, lambda = mu = 0.01, Dir-ODIR reached 0.128 in 500 iterations
+    # without centring and a lower objective with it.
+    m = x.mean(axis=0)
+    xc = x - m
     if xp is not np:
-        x, onehot, cw = (xp.from_numpy(np.ascontiguousarray(a)).to(device) for a in (x, onehot, cw))
+        xc, onehot, cw, m = (xp.from_numpy(np.ascontiguousarray(a)).to(device) for a in (xc, onehot, cw, m))
     evaluations = []
 
     def fun(theta: np.ndarray):
         t = theta if xp is np else xp.from_numpy(theta).to(device)
-        w, b = t[: k * k].reshape(k, k), t[k * k :]
-        s = x @ w.T + b
+        w, c = t[: k * k].reshape(k, k), t[k * k :]
+        b = c - w @ m
+        s = xc @ w.T + c
         s = s - rowmax(s)
         e = xp.exp(s)
         total = e.sum(1)
         nll = (xp.log(total) - (s * onehot).sum(1)).mean()
         g = (e / total[:, None] - onehot) / n  # (P - Y) / N
-        gw = g.T @ x + cw * w
-        gb = g.sum(0) + cb * b
+        pb = cb * b  # gradient of the intercept penalty in b
+        gw = g.T @ xc + cw * w - pb[:, None] * m[None, :]
+        gc = g.sum(0) + pb
         loss = float(nll + 0.5 * ((cw * w * w).sum() + cb * (b * b).sum()))
-        grad = xp.concatenate([gw.reshape(-1), gb]) if xp is np else xp.cat([gw.reshape(-1), gb]).cpu().numpy()
+        grad = xp.concatenate([gw.reshape(-1), gc]) if xp is np else xp.cat([gw.reshape(-1), gc]).cpu().numpy()
         evaluations.append((loss, float(nll)))
         return loss, grad
 
-    theta0 = np.concatenate([np.eye(k).reshape(-1), np.zeros(k)])
+    theta0 = np.concatenate([np.eye(k).reshape(-1), m])  # W = I, b = 0
     options = {"maxiter": int(max_iter), "maxfun": int(max_iter) * 5 // 4, "maxcor": 10, "ftol": 1e-12, "gtol": 1e-7}
     with one_blas_thread():
         result = minimize(fun, theta0, jac=True, method="L-BFGS-B", options=options)
@@ -187,7 +196,9 @@ def _lbfgs_fit(x, y, lam: float, mu: float, penalty: str, max_iter: int, device)
         "stop_reason": str(result.message),
         "converged": bool(result.success),
     }
-    return result.x[: k * k].reshape(k, k).copy(), result.x[k * k :].copy(), info
+    w = result.x[: k * k].reshape(k, k).copy()
+    m = m if xp is np else m.cpu().numpy()
+    return w, result.x[k * k :] - w @ m, info
 
 
 class _MatrixCalibrator(Calibrator):
@@ -332,7 +343,7 @@ class DirichletL2(_MatrixCalibrator):
         folds: int = 5,
         seed: int = 0,
         device: str = "auto",
-        max_iter: int = 500,
+        max_iter: int = 2000,
         cpu_flop_budget: float = 1e14,
     ):
         self.lambdas = lambdas
@@ -363,7 +374,7 @@ class DirichletODIR(_MatrixCalibrator):
         folds: int = 5,
         seed: int = 0,
         device: str = "auto",
-        max_iter: int = 500,
+        max_iter: int = 2000,
         cpu_flop_budget: float = 1e14,
     ):
         self.lambdas = lambdas
