@@ -22,12 +22,13 @@ point), then the model is refitted on the whole calibration half with the chosen
 test half is never seen: :meth:`fit` receives only calibration data.
 
 Numerics.  ``log p`` is the float64 log-softmax ``z - logsumexp(z)`` (no clipping: it is the log
-of the float64 softmax without underflow to ``log 0``).  Fits run in float64 with
-``torch.optim.LBFGS`` (strong Wolfe line search) and autograd gradients, starting from the
-identity map ``W = I, b = 0`` (the uncalibrated probabilities), on the GPU when ``device`` is
-``auto`` and one is present.  On the CPU results are bit-identical across runs for a given
-machine and torch thread count; on a GPU they are repeatable on that GPU but may differ from the
-CPU's in the last bits (different matrix-multiply kernels), so the fitted JSON records the
+of the float64 softmax without underflow to ``log 0``).  Fits minimise the objective in float64
+with scipy's L-BFGS-B and an analytic gradient (:func:`_lbfgs_fit`), in centred coordinates,
+starting from the identity map ``W = I, b = 0`` (the uncalibrated probabilities); the loss and
+gradient are evaluated with numpy on the CPU, or with torch on the GPU when ``device`` is
+``auto`` and one is present.  On the CPU results are bit-identical across runs (BLAS is
+single-threaded during the fits); on a GPU they are repeatable on that GPU but may differ from
+the CPU's in the last bits (different matrix-multiply kernels), so the fitted JSON records the
 device type.  Predictions are always computed on the CPU with numpy in float64.
 
 Threads.  BLAS runs single-threaded during these fits (:func:`one_blas_thread`).
