@@ -19,6 +19,22 @@ on float32 input (float64 is passed) and its ``.temperature`` is 1/T; its Logist
 scales *log-probabilities*, so it is given ``exp(z - C)`` with one global constant C, whose log
 is the logits up to a constant -- which makes its model exactly vector scaling + bias of the
 logits (the constant is absorbed by the bias).
+
+Beyond the thesis (``--beyond``, or ``--beyond-only`` for just this part): time and peak memory
+of Dir-L2, Dir-ODIR, MS-ODIR (default grids, 5-fold CV) and ETS at every K.  Peak memory is
+Python's ``tracemalloc`` peak (numpy's arrays included) on the CPU and
+``torch.cuda.max_memory_allocated`` on a GPU.  Where the CPU budget refuses the full grid (K=1000)
+the refusal is printed and one fit at the grid point (0.01, 0.01) is timed instead.  Cross-check
+with the ``dirichletcal`` package (Kull et al.'s code) at the same regularisation strengths, as
+its ``reg_norm=True, ref_row=False`` objective is exactly ours: both solutions are scored with our
+penalised objective on our features; ours must not be worse by more than 1e-4.  dirichletcal
+0.3.dev4 on PyPI does not install with current pip (malformed ``install_requires``) and needs
+``jax``; to run the check, unpack its sdist (``pip download --no-deps --no-build-isolation
+dirichletcal`` with ``setuptools<58``), ``pip install jax autograd`` and put both on ``PYTHONPATH``; two
+removed APIs (``jax.config`` as a module; scikit-learn's positional ``label_binarize(y, classes)``)
+are bridged here, and
+its L-BFGS-B path (``optimizer='fmin_l_bfgs_b'``) is used.  It materialises an N x (K+1)^2
+tensor, so it is run at K <= 100 only.
 """
 
 from __future__ import annotations
@@ -47,6 +63,9 @@ from calibrepro.metrics import METRICS, accuracy, compute_metrics, ece, mce, nll
 from calibrepro.reliability import reliability_bins
 
 SHAPES = [(10, 5000), (100, 5000), (1000, 25000)]  # (classes, samples per half)
+#: methods beyond the thesis: benchmarked in their own section (full-matrix fits with CV)
+BEYOND = ["dirichlet_l2", "dirichlet_odir", "matrix_scaling_odir", "ensemble_temperature_scaling"]
+THESIS_METHODS = [m for m in CALIBRATORS if m not in BEYOND]
 THESIS_MODELS = {10: 13, 100: 15, 1000: 4}  # appendix models per shape (CIFAR-10/100, ImageNet)
 SEED = 0
 
@@ -286,6 +305,139 @@ class Capped(float):
     """A competitor's time that is only a lower bound: its run was stopped at this many seconds."""
 
 
+# --------------------------------------------------------------------------------------------
+# beyond the thesis: Dir-L2, Dir-ODIR, MS-ODIR, ETS; dirichletcal
+# --------------------------------------------------------------------------------------------
+def measured(fn, memory: bool):
+    """(result, seconds, peak MB or None) of ``fn()``.
+
+    Time from an untraced run.  Peak memory: on a GPU ``torch.cuda.max_memory_allocated`` of
+    that run; on the CPU (``memory=True``) ``tracemalloc``'s peak (numpy's arrays included) of a
+    second, traced run, as tracing slows the first down.
+    """
+    import tracemalloc
+
+    cuda = torch.cuda.is_available()
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    result = fn()
+    seconds = time.perf_counter() - start
+    if cuda:
+        return result, seconds, torch.cuda.max_memory_allocated() / 2**20
+    if not memory:
+        return result, seconds, None
+    tracemalloc.start()
+    fn()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return result, seconds, peak / 2**20
+
+
+def penalised_objective(method, features, labels, w, b, lam, mu):
+    """Our penalised objective (calibrepro.calibrators.dirichlet) at (W, b), and the plain mean NLL."""
+    k = w.shape[0]
+    s = features @ w.T + b
+    m = s.max(axis=1, keepdims=True)
+    nll = float(np.mean(m[:, 0] + np.log(np.exp(s - m).sum(axis=1)) - s[np.arange(len(labels)), labels]))
+    if method == "dirichlet_l2":
+        pen = lam * ((w**2).sum() + (b**2).sum()) / (k * (k + 1))
+    else:
+        pen = lam * ((w - np.diag(np.diag(w))) ** 2).sum() / (k * (k - 1)) + mu * (b**2).sum() / k
+    return nll + pen, nll
+
+
+def load_dirichletcal():
+    """The dirichletcal package with two removed jax/scikit-learn APIs bridged, or None with a reason."""
+    import types
+
+    try:
+        import jax
+    except ImportError:
+        return None, "jax not installed (pip install jax)"
+    if "jax.config" not in sys.modules:
+        shim = types.ModuleType("jax.config")
+        shim.config = jax.config
+        sys.modules["jax.config"] = shim
+    try:
+        from dirichletcal.calib import multinomial
+        from dirichletcal.calib.fulldirichlet import FullDirichletCalibrator
+    except ImportError as exc:
+        return None, f"dirichletcal not importable ({exc}); see this script's docstring"
+    from sklearn.preprocessing import label_binarize
+
+    # scikit-learn >= 1.2 takes `classes` by keyword only; dirichletcal passes it positionally
+    multinomial.label_binarize = lambda y, classes: label_binarize(y, classes=classes)
+    return (FullDirichletCalibrator, multinomial.MultinomialRegression), None
+
+
+def run_dirichletcal(classes, method, zc, yc, lam, mu):
+    """dirichletcal's fit at (lam, mu) with reg_norm=True, ref_row=False: (W, b, seconds)."""
+    from calibrepro.calibrators.dirichlet import log_softmax64
+
+    full, multinomial = classes
+    common = {"reg_lambda": lam, "reg_mu": None if method == "dirichlet_l2" else mu, "reg_norm": True, "ref_row": False}
+    start = time.perf_counter()
+    if method == "matrix_scaling_odir":
+        cal = multinomial(method="Full", optimizer="fmin_l_bfgs_b", **common).fit(zc.astype(np.float64), yc)
+        weights = np.asarray(cal.weights_)
+    else:
+        cal = full(optimizer="fmin_l_bfgs_b", **common).fit(np.exp(log_softmax64(zc)), yc)
+        weights = np.asarray(cal.weights)
+    return weights[:, :-1], weights[:, -1], time.perf_counter() - start
+
+
+def bench_beyond(shapes, single: bool = False) -> int:
+    """Time/memory of the methods beyond the thesis, and the dirichletcal cross-check."""
+    from calibrepro.calibrators.dirichlet import CalibrationCostError, log_softmax64
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    print(f"\n=== beyond the thesis (device: {device}, load {os.getloadavg()[0]:.2f}) ===")
+    where = "GPU allocator" if device == "cuda" else "tracemalloc, K < 1000"
+    print(f"{'K':>5s} {'method':30s} {'fit s':>9s} {'peak MB':>9s} {'fits':>5s}  chosen (lambda, mu); calib NLL  [{where}]")
+    dcal, why = load_dirichletcal()
+    comparisons = []
+    for k, n in shapes:
+        (zc, yc), _ = synthetic(k, n)
+        for method in BEYOND:
+            note = ""
+            try:
+                if single and method != "ensemble_temperature_scaling":
+                    raise CalibrationCostError("--single: one fit at (0.01, 0.01)")
+                cal, secs, peak = measured(lambda: make_calibrator(method).fit(zc, yc), k < 1000)
+                fits = "1" if method == "ensemble_temperature_scaling" else str(1 + 5 * len(cal._grid()))
+            except CalibrationCostError as exc:
+                note = f"  [no CV grid: {str(exc).split('(')[0].strip()}]"
+                single = {"lambdas": [0.01], "mus": [0.01]}
+                cal, secs, peak = measured(lambda: make_calibrator(method, **single).fit(zc, yc), k < 1000)
+                fits = "1"
+            d = cal.diagnostics_
+            if method == "ensemble_temperature_scaling":
+                what = f"T={1 / cal.inverse_temperature_:.3f}, w={np.round(cal.weights_, 4).tolist()}"
+            else:
+                what = f"({cal.reg_lambda_:g}, {cal.reg_mu_:g}); {d['final_nll']:.6f}, stop: {d['stop_reason'][:40]}"
+            print(f"{k:5d} {method:30s} {secs:9.2f} {fmt(peak, 9)} {fits:>5s}  {what}{note}")
+            if method != "ensemble_temperature_scaling" and dcal and k <= 100:
+                lam, mu = cal.reg_lambda_, cal.reg_mu_
+                w, b, their_secs = run_dirichletcal(dcal, method, zc, yc, lam, mu)
+                ours_one = make_calibrator(method, lambdas=[lam], mus=[mu], device=device).fit(zc, yc)
+                feats = log_softmax64(zc) if method != "matrix_scaling_odir" else zc.astype(np.float64)
+                ours_obj, ours_nll = penalised_objective(method, feats, yc, ours_one.weights_, ours_one.bias_, lam, mu)
+                their_obj, their_nll = penalised_objective(method, feats, yc, w, b, lam, mu)
+                comparisons.append((k, method, lam, mu, ours_obj, their_obj, ours_nll, their_nll, their_secs))
+    print("\ncross-check with dirichletcal (same lambda, mu; reg_norm=True, ref_row=False; our objective):")
+    if not dcal:
+        print(f"  skipped: {why}")
+    for k, method, lam, mu, oo, to, on, tn, ts in comparisons:
+        verdict = "OK" if oo <= to + 1e-4 else "WORSE"
+        print(
+            f"  K={k:4d} {method:20s} lambda={lam:g} mu={mu:g}: objective ours {oo:.8f} theirs {to:.8f}"
+            f" (ours - theirs {oo - to:+.2e}) {verdict}; calib NLL ours {on:.8f} theirs {tn:.8f}; their fit {ts:.1f} s"
+        )
+    return 0
+
+
 def fmt(x, width=8):
     if isinstance(x, Capped):
         return f"{'>' + format(float(x), '.1f'):>{width}}"
@@ -359,10 +511,20 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--vs-variants", action="store_true", help="only: vector scaling plain vs rescaled at K=1000 (best of --repeat)"
     )
+    parser.add_argument("--beyond", action="store_true", help="also Dir-L2, Dir-ODIR, MS-ODIR, ETS (+ dirichletcal)")
+    parser.add_argument("--beyond-only", action="store_true", help="only the methods beyond the thesis")
+    parser.add_argument("--classes", type=int, nargs="+", help="only these K (of 10, 100, 1000)")
+    parser.add_argument(
+        "--single", action="store_true", help="beyond: one fit at (0.01, 0.01) instead of the CV grid (time per fit)"
+    )
     args = parser.parse_args(argv)
     if args.vs_variants:
         run_vs_variants(max(1, args.repeat))
         return 0
+    chosen = [(k, n) for k, n in SHAPES if not args.classes or k in args.classes]
+    if args.beyond_only:
+        warnings.filterwarnings("ignore")
+        return bench_beyond(chosen[:2] if args.quick else chosen, args.single)
 
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)  # torch-uncertainty logs "model is None" on every fit
@@ -373,7 +535,7 @@ def main(argv=None) -> int:
     }
     # one-time costs (first torch.optim.LBFGS imports torch._dynamo): not part of any method's time
     (wc, wy), _ = synthetic(4, 50, seed=1)
-    _, warm = timed(lambda: [make_calibrator(m).fit(wc, wy).predict_proba(wc) for m in CALIBRATORS])
+    _, warm = timed(lambda: [make_calibrator(m).fit(wc, wy).predict_proba(wc) for m in THESIS_METHODS])
     if have["torch-uncertainty"]:
         try:
             import torch_uncertainty.post_processing  # noqa: F401  (needs lightning[pytorch-extra])
@@ -406,7 +568,7 @@ def main(argv=None) -> int:
         checks = []
         total = 0.0
         ours_all = {}
-        for method in CALIBRATORS:
+        for method in THESIS_METHODS:
             ours = run_ours(method, calib, test, rep)
             ours_all[method] = ours
             fp = ours["fit"] + ours["predict"]
@@ -468,6 +630,8 @@ def main(argv=None) -> int:
 
     print(f"grand total (ours, all shapes run): {grand:.2f} s")
     print("load average at end: %.2f %.2f %.2f" % os.getloadavg())
+    if args.beyond:
+        bench_beyond(shapes)
     if not args.quick:
         estimate = sum(THESIS_MODELS[k] * per_shape[k] for k in THESIS_MODELS)
         print(

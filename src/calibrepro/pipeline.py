@@ -134,18 +134,29 @@ def _halves(logits_path, split_path):
     return (logits[calibration], labels[calibration]), (logits[test], labels[test])
 
 
-def fit_step(logits_path, split_path, outputs: Mapping[str, str | Path], *, bins: int, log=None) -> None:
+def fit_step(
+    logits_path,
+    split_path,
+    outputs: Mapping[str, str | Path],
+    *,
+    bins: int,
+    options: Mapping[str, Mapping] | None = None,
+    log=None,
+) -> None:
     """Fit every calibrator named in ``outputs`` (method -> JSON path) on the calibration half.
 
     The logits are read once for all methods: at K = 1000 loading and checking them costs about as
-    much as one fit.
+    much as one fit. ``options`` maps a method to its hyperparameters from the config's
+    ``calibrator_options`` (e.g. the regularisation grid of ``dirichlet_odir``); only the
+    calibration half is passed on, so cross-validation inside a fit never sees the test half.
     """
     from calibrepro.calibrators import make_calibrator
 
     with step_log(log) as logger:
         (logits, labels), _ = _halves(logits_path, split_path)
         for method, output in outputs.items():
-            calibrator = make_calibrator(method, bins=bins).fit(logits, labels)
+            hyperparameters = {**(options or {}).get(method, {}), "bins": bins}
+            calibrator = make_calibrator(method, **hyperparameters).fit(logits, labels)
             write_json(output, {**calibrator.to_json(), "calibration_samples": int(len(labels))})
             logger.info("%s: fitted on %d samples -> %s", method, len(labels), output)
 
@@ -359,6 +370,7 @@ def size_study_step(
     bins: int,
     dataset: str,
     model: str,
+    options: Mapping[str, Mapping] | None = None,
     log=None,
 ) -> None:
     """Fit every calibrator on nested subsets of the calibration half; metrics on the test half."""
@@ -374,7 +386,7 @@ def size_study_step(
                 (dataset, model, method, size, seed, metric, value)
                 for method, size, seed, metric, value in run_size_study(
                     calibration, test, methods=methods, sizes=sizes, seeds=seeds, metrics=metrics, bins=bins,
-                    progress=progress,
+                    options=options, progress=progress,
                 )
             ]
         write_size_study(output, rows)

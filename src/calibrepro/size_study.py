@@ -99,6 +99,12 @@ def check_size_study_config(config: dict) -> None:
     study = config.get("size_study", {})
     if not study.get("enabled", False):
         return
+    unknown = [method for method in study.get("methods") or [] if method not in config["calibrators"]]
+    if unknown:
+        raise SizeStudyError(
+            f"size_study.methods: {', '.join(map(repr, unknown))} not among the configured calibrators "
+            f"({', '.join(config['calibrators'])}); the study fits a subset of the table's columns"
+        )
     fraction = config["split"]["calibration_fraction"]
     for dataset, models in config["models"].items():
         shape = _dataset_shape(dataset, models, config)
@@ -115,9 +121,13 @@ def run_size_study(
     seeds: Sequence[int],
     metrics: Sequence[str],
     bins: int,
+    options: dict | None = None,
     progress=None,
 ) -> Iterator[tuple[str, int, int, str, float]]:
-    """Yield ``(method, size, seed, metric, value)`` for every fit of the study (sizes ascending)."""
+    """Yield ``(method, size, seed, metric, value)`` for every fit of the study (sizes ascending).
+
+    ``options``: method -> hyperparameters (the config's ``calibrator_options``).
+    """
     from calibrepro.calibrators import make_calibrator  # torch: not needed to validate a config
 
     (cal_logits, cal_labels), (test_logits, test_labels) = calibration, test
@@ -128,7 +138,8 @@ def run_size_study(
         for size in sorted(sizes):
             subset = order[:size]
             for method in methods:
-                calibrator = make_calibrator(method, bins=bins).fit(cal_logits[subset], cal_labels[subset])
+                hyperparameters = {**(options or {}).get(method, {}), "bins": bins}
+                calibrator = make_calibrator(method, **hyperparameters).fit(cal_logits[subset], cal_labels[subset])
                 values = compute_metrics(calibrator.predict_proba(test_logits), test_labels, metrics, bins=bins)
                 for metric in metrics:
                     yield method, size, seed, metric, values[metric]

@@ -33,5 +33,6 @@ rule fit_calibrators:
         runtime=30,
     params:
         bins=BINS,
+        options=config["calibrator_options"],
     run:
-        pipeline.fit_step(input.logits, input.split, calibrator_paths(wildcards), bins=params.bins, log=log[0])
+        pipeline.fit_step(input.logits, input.split, calibrator_paths(wildcards), log=log[0], **params)

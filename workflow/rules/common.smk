@@ -18,6 +18,7 @@ from calibrepro.config import (
 )
 from calibrepro.io import LogitsFileError, check_agreement
 from calibrepro.zoo import LogitsRequest, get_source
+from calibrepro.zoo.ensemble import check_ensembles
 
 min_version("9.0")
 
@@ -31,6 +32,7 @@ if not workflow.overwrite_configfiles:
 
 try:
     _validated = validate_config(config, load_schema(workflow.source_path("../schemas/config.schema.yaml")))
+    check_ensembles(_validated["models"])
 except ConfigError as error:
     raise WorkflowError(str(error)) from None
 config.clear()
@@ -105,18 +107,18 @@ def logits_inputs(wildcards):
     spec = model_spec(wildcards)
     if spec["source"] == "logits":
         return [spec["path"]]
-    return [f"{DOWNLOADS_DIR}/{item.path}" for item in model_downloads(wildcards.dataset, wildcards.model)]
+    return list(source_of(wildcards).logits_inputs(wildcards.dataset, wildcards.model, spec, SETTINGS).values())
 
 
 def logits_request(wildcards):
     """The logits job as JSON text (written to a request file for the command line)."""
-    items = model_downloads(wildcards.dataset, wildcards.model)
+    spec = model_spec(wildcards)
     request = LogitsRequest(
         dataset=wildcards.dataset,
         model=wildcards.model,
-        spec=model_spec(wildcards),
+        spec=spec,
         config=SETTINGS,
-        files={item.path: f"{DOWNLOADS_DIR}/{item.path}" for item in items},
+        files=source_of(wildcards).logits_inputs(wildcards.dataset, wildcards.model, spec, SETTINGS),
     )
     return json.dumps(request.to_json(), sort_keys=True)
 

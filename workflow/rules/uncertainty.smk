@@ -118,7 +118,8 @@ rule size_study:
         mem_mb=4000,
         runtime=60,
     params:
-        methods=METHODS,
+        methods=SIZE_STUDY["methods"] or METHODS,
+        options=config["calibrator_options"],
         sizes=SIZE_STUDY["sizes"],
         seeds=SIZE_STUDY["seeds"],
         metrics=METRICS,

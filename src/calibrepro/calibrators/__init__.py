@@ -11,6 +11,15 @@ The five methods of the thesis (section 4, appendix columns) plus the identity:
 ``vector_scaling_bias``    ``softmax(w * z + b)`` (Guo et al. 2017; Kull et al. 2019)
 =========================  ==================================================================
 
+Beyond the thesis (:mod:`.dirichlet`, :mod:`.ensemble_scaling`):
+
+================================  ===========================================================
+``dirichlet_l2``                  ``softmax(W log p + b)``, L2 (Dir-L2; Kull et al. 2019)
+``dirichlet_odir``                ``softmax(W log p + b)``, ODIR (Dir-ODIR; Kull et al. 2019)
+``matrix_scaling_odir``           ``softmax(W z + b)``, ODIR (MS-ODIR; Kull et al. 2019)
+``ensemble_temperature_scaling``  TS/uncalibrated/uniform mixture (ETS; Zhang et al. 2020)
+================================  ===========================================================
+
 One module per family: :mod:`.base` (interface, softmax, checks, the identity), :mod:`.binning`,
 :mod:`.isotonic`, :mod:`.scaling` (NLL objective and the L-BFGS driver).  This module is the
 registry: :data:`CALIBRATORS` maps each method name (the config's ``calibrators:`` entries, the
@@ -23,14 +32,20 @@ from __future__ import annotations
 
 from calibrepro.calibrators.base import Calibrator, Uncalibrated, softmax
 from calibrepro.calibrators.binning import HistogramBinning
+from calibrepro.calibrators.dirichlet import DirichletL2, DirichletODIR, MatrixScalingODIR
+from calibrepro.calibrators.ensemble_scaling import EnsembleTemperatureScaling
 from calibrepro.calibrators.isotonic import IsotonicCalibration
 from calibrepro.calibrators.scaling import TemperatureScaling, VectorScaling, VectorScalingBias
 
 __all__ = [
     "CALIBRATORS",
     "Calibrator",
+    "DirichletL2",
+    "DirichletODIR",
+    "EnsembleTemperatureScaling",
     "HistogramBinning",
     "IsotonicCalibration",
+    "MatrixScalingODIR",
     "TemperatureScaling",
     "Uncalibrated",
     "UnknownCalibratorError",
@@ -49,6 +64,10 @@ _CLASSES: tuple[type[Calibrator], ...] = (
     TemperatureScaling,
     VectorScaling,
     VectorScalingBias,
+    DirichletL2,  # beyond the thesis (issue 13)
+    DirichletODIR,
+    MatrixScalingODIR,
+    EnsembleTemperatureScaling,
 )
 CALIBRATORS: dict[str, type[Calibrator]] = {cls.method: cls for cls in _CLASSES}
 

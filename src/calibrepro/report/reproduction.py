@@ -76,6 +76,8 @@ _TEXT = {
         "not_compared": "Not compared",
         "missing_ours": "{count} published cell(s) have no regenerated value: {what}.",
         "missing_published": "{count} regenerated cell(s) of the published metrics have no published value: {what}.",
+        "unpublished_methods": "No published values exist for {what} (methods beyond the published table): their "
+        "columns are regenerated values only.",
         "nothing_missing": "Every published cell has a regenerated value.",
         "all_cells": "All compared cells",
         "table": "Table",
@@ -134,6 +136,8 @@ _TEXT = {
         "not_compared": "Не сравнивались",
         "missing_ours": "Опубликованных ячеек без полученного значения: {count} ({what}).",
         "missing_published": "Полученных ячеек опубликованных метрик без опубликованного значения: {count} ({what}).",
+        "unpublished_methods": "Для методов {what} (вне опубликованной таблицы) опубликованных значений нет: "
+        "их столбцы содержат только полученные значения.",
         "nothing_missing": "Для каждой опубликованной ячейки есть полученное значение.",
         "all_cells": "Все сравненные ячейки",
         "table": "Таблица",
@@ -480,6 +484,10 @@ def render_reproduction(
     if extra:
         names = list(OrderedDict.fromkeys(f"{d}/{m}" for d, m, _, _ in extra))
         notes.append("- " + t["missing_published"].format(count=len(extra), what=md_escape(_shorten(names))))
+        unpublished = [m for m in OrderedDict.fromkeys(key[2] for key in extra) if m not in set(published["method"])]
+        if unpublished:  # methods beyond the published ones (e.g. Dir-L2, ETS): say so, no gap
+            names = [method_name(m, language) for m in unpublished]
+            notes.append("- " + t["unpublished_methods"].format(what=md_escape(", ".join(names))))
     out += notes + [""]
 
     if comparisons:

@@ -26,6 +26,7 @@ SOURCES: dict[str, str] = {
     "chenyaofo": "calibrepro.zoo.chenyaofo:ChenyaofoSource",
     "huyvnphan": "calibrepro.zoo.huyvnphan:HuyvnphanSource",
     "timm": "calibrepro.zoo.timm_models:TimmSource",
+    "ensemble": "calibrepro.zoo.ensemble:EnsembleSource",
 }
 #: the sources of pinned pretrained networks (subclasses of ``_pretrained.PretrainedSource``): they
 #: take the model-entry options ``name`` and ``batch_size``, and ``calibrepro models`` lists their pins.
@@ -67,6 +68,11 @@ class Source(ABC):
     def downloads(self, dataset: str, model: str, spec: dict, config: dict) -> list[Download]:
         """Files (weights, data sets, code archives) to fetch before :meth:`cache_logits`."""
         return []
+
+    def logits_inputs(self, dataset: str, model: str, spec: dict, config: dict) -> dict[str, str]:
+        """Local files the logits job reads, by key (:attr:`LogitsRequest.files`): the downloads by default."""
+        root = config["downloads"]["dir"]
+        return {item.path: f"{root}/{item.path}" for item in self.downloads(dataset, model, spec, config)}
 
     def resources(self, dataset: str, model: str, spec: dict, config: dict) -> dict:
         """Scheduler resources of one model's logits job: threads, gpu, mem_mb, runtime (minutes)."""

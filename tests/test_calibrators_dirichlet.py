@@ -1,0 +1,228 @@
+"""Dirichlet calibration, MS-ODIR and ensemble temperature scaling (issue 13)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+from sklearn.base import clone
+
+from calibrepro.calibrators import (
+    CALIBRATORS,
+    UnknownCalibratorError,
+    VectorScaling,
+    calibrator_from_json,
+    make_calibrator,
+)
+from calibrepro.calibrators.dirichlet import CalibrationCostError, log_softmax64
+from calibrepro.calibrators.ensemble_scaling import simplex_least_squares
+from calibrepro.io import save_logits
+from calibrepro.pipeline import fit_step, split_step
+
+NEW = ["dirichlet_l2", "dirichlet_odir", "matrix_scaling_odir", "ensemble_temperature_scaling"]
+SMALL_GRID = {"lambdas": [0.01, 1.0], "mus": [0.01, 1.0], "folds": 3, "device": "cpu"}
+
+
+def sample_labels(scores: np.ndarray, rng) -> np.ndarray:
+    """One label per row drawn from softmax(scores)."""
+    p = np.exp(scores - scores.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    u = rng.random(len(p))[:, None]
+    return np.minimum((p.cumsum(axis=1) < u).sum(axis=1), p.shape[1] - 1)
+
+
+def overconfident(n=600, k=5, seed=0):
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=(n, k)) * 3
+    return z.astype(np.float32), sample_labels(z / 2.5, rng)
+
+
+def test_registered_with_paper_names():
+    names = {m: CALIBRATORS[m].display_names["en"] for m in NEW}
+    assert names == {
+        "dirichlet_l2": "Dir-L2",
+        "dirichlet_odir": "Dir-ODIR",
+        "matrix_scaling_odir": "MS-ODIR",
+        "ensemble_temperature_scaling": "ETS",
+    }
+
+
+def test_matrix_scaling_recovers_known_parameters():
+    """Labels drawn from softmax(W z + b): with N large and no regularisation the fit finds W, b."""
+    rng = np.random.default_rng(3)
+    n, k = 40000, 4
+    w_true = np.eye(k) * 0.6 + rng.normal(size=(k, k)) * 0.2
+    b_true = rng.normal(size=k) * 0.5
+    z = rng.normal(size=(n, k)) * 2
+    y = sample_labels(z @ w_true.T + b_true, rng)
+    cal = make_calibrator("matrix_scaling_odir", lambdas=[0.0], mus=[0.0], device="cpu").fit(z, y)
+    # softmax is invariant to W + 1 c^T and b + d: compare column/entry-centred values
+    centred = lambda a: a - a.mean(axis=0)  # noqa: E731
+    np.testing.assert_allclose(centred(cal.weights_), centred(w_true), atol=0.05)
+    np.testing.assert_allclose(cal.bias_ - cal.bias_.mean(), b_true - b_true.mean(), atol=0.05)
+    assert cal.diagnostics_["converged"] and cal.diagnostics_["cross_validation"] is None
+
+
+def test_dirichlet_on_log_probabilities_recovers_known_parameters():
+    rng = np.random.default_rng(4)
+    n, k = 40000, 3
+    z = rng.normal(size=(n, k)) * 2
+    w_true = np.array([[1.5, -0.3, 0.0], [0.2, 0.8, 0.1], [0.0, 0.4, 1.2]])
+    b_true = np.array([0.3, -0.2, 0.1])
+    y = sample_labels(log_softmax64(z) @ w_true.T + b_true, rng)
+    cal = make_calibrator("dirichlet_odir", lambdas=[0.0], mus=[0.0], device="cpu").fit(z, y)
+    centred = lambda a: a - a.mean(axis=0)  # noqa: E731
+    np.testing.assert_allclose(centred(cal.weights_), centred(w_true), atol=0.06)
+
+
+def test_strong_odir_is_vector_scaling():
+    """lambda, mu -> infinity forces W diagonal and b = 0: MS-ODIR becomes vector scaling."""
+    z, y = overconfident(1500, 4, seed=5)
+    ms = make_calibrator("matrix_scaling_odir", lambdas=[1e9], mus=[1e9], device="cpu").fit(z, y)
+    vs = VectorScaling().fit(z, y)
+    np.testing.assert_allclose(np.diag(ms.weights_), vs.weights_, atol=2e-3)
+    assert np.abs(ms.weights_ - np.diag(np.diag(ms.weights_))).max() < 1e-4
+    assert np.abs(ms.bias_).max() < 1e-4
+
+
+def test_strong_l2_gives_uniform_predictions():
+    z, y = overconfident(500, 4, seed=6)
+    cal = make_calibrator("dirichlet_l2", lambdas=[1e9], device="cpu").fit(z, y)
+    np.testing.assert_allclose(cal.predict_proba(z), 0.25, atol=1e-4)
+
+
+def test_penalised_objective_is_minimised():
+    """Regularised optimum: the gradient of the paper's ODIR objective vanishes (checked independently)."""
+    z, y = overconfident(400, 3, seed=7)
+    lam, mu = 0.5, 0.2
+    cal = make_calibrator("matrix_scaling_odir", lambdas=[lam], mus=[mu], device="cpu").fit(z, y)
+    x, k = z.astype(np.float64), 3
+
+    def objective(theta):
+        w, b = theta[:9].reshape(3, 3), theta[9:]
+        s = x @ w.T + b
+        nll = np.mean(np.log(np.exp(s).sum(1)) - s[np.arange(len(y)), y])
+        off = w - np.diag(np.diag(w))
+        return nll + lam * (off**2).sum() / (k * (k - 1)) + mu * (b**2).sum() / k
+
+    ours = objective(np.concatenate([cal.weights_.ravel(), cal.bias_]))
+    ref = minimize(objective, np.concatenate([np.eye(3).ravel(), np.zeros(3)]), method="BFGS", tol=1e-12)
+    assert ours <= ref.fun + 1e-9
+    assert abs(cal.diagnostics_["final_loss"] - ours) < 1e-12
+
+
+@pytest.mark.parametrize("method", NEW)
+def test_json_round_trip_is_bit_exact(method):
+    z, y = overconfident(300, 4, seed=8)
+    cal = make_calibrator(method, **SMALL_GRID, bins=15).fit(z, y)
+    data = json.loads(json.dumps(cal.to_json()))
+    again = calibrator_from_json(data)
+    assert np.array_equal(cal.predict_proba(z), again.predict_proba(z))
+    assert clone(cal).get_params() == cal.get_params()
+    p = cal.predict_proba(z)
+    assert p.dtype == np.float64 and np.allclose(p.sum(axis=1), 1.0)
+
+
+def test_cross_validation_is_recorded_and_deterministic():
+    z, y = overconfident(400, 4, seed=9)
+    a = make_calibrator("dirichlet_odir", **SMALL_GRID).fit(z, y)
+    b = make_calibrator("dirichlet_odir", **SMALL_GRID).fit(z, y)
+    cv = a.diagnostics_["cross_validation"]
+    assert [(g["lambda"], g["mu"]) for g in cv["grid"]] == [(0.01, 0.01), (0.01, 1.0), (1.0, 0.01), (1.0, 1.0)]
+    best = min(cv["grid"], key=lambda g: g["cv_nll"])
+    assert (a.reg_lambda_, a.reg_mu_) == (best["lambda"], best["mu"])
+    assert json.dumps(a.to_json()) == json.dumps(b.to_json())
+
+
+def test_fit_step_never_sees_the_test_half(tmp_path):
+    """Perturbing the test half's logits and labels leaves every fitted parameter (and the CV) unchanged."""
+    z, y = overconfident(600, 4, seed=10)
+    save_logits(tmp_path / "a.npz", z, y)
+    split_step(tmp_path / "a.npz", 0.5, 0, tmp_path / "split_a.npz")
+    with np.load(tmp_path / "split_a.npz") as split:
+        calibration, test = split["calibration"], split["test"]
+    z2, y2 = z.copy(), y.copy()
+    rng = np.random.default_rng(0)
+    z2[test] = rng.normal(size=(len(test), 4)).astype(np.float32) * 10
+    y2[test] = (y2[test] + 1) % 4
+    save_logits(tmp_path / "b.npz", z2, y2)
+    # the same halves, with the perturbed labels (the pipeline checks a split against its data set's labels)
+    np.savez(tmp_path / "split_b.npz", calibration=calibration, test=test, labels=y2)
+    outputs_a = {method: tmp_path / f"{method}_a.json" for method in NEW}
+    outputs_b = {method: tmp_path / f"{method}_b.json" for method in NEW}
+    options = {method: SMALL_GRID for method in NEW}
+    fit_step(tmp_path / "a.npz", tmp_path / "split_a.npz", outputs_a, bins=15, options=options)
+    fit_step(tmp_path / "b.npz", tmp_path / "split_b.npz", outputs_b, bins=15, options=options)
+    for method in NEW:
+        a, b = outputs_a[method], outputs_b[method]
+        assert a.read_bytes() == b.read_bytes(), method
+        assert json.loads(a.read_text())["calibration_samples"] == len(calibration)
+
+
+def test_unknown_method_is_a_clear_error():
+    with pytest.raises(UnknownCalibratorError, match="dirichlet_l2"):
+        make_calibrator("dirichlet")
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"lambdas": []}, r"calibrator_options\.dirichlet_odir\.lambdas: the regularisation grid is empty"),
+        ({"mus": [0.1, -1.0]}, r"calibrator_options\.dirichlet_odir\.mus: .* >= 0, got \[-1\.0\]"),
+        ({"lambdas": [float("nan")]}, r"finite"),
+        ({"folds": 1000}, r"calibrator_options\.dirichlet_odir\.folds = 1000"),
+    ],
+)
+def test_bad_options_name_the_config_key(options, message):
+    z, y = overconfident(100, 3)
+    with pytest.raises(ValueError, match=message):
+        make_calibrator("dirichlet_odir", **{"device": "cpu", **options}).fit(z, y)
+
+
+def test_cpu_budget_fails_fast_with_advice():
+    z, y = overconfident(200, 5)
+    cal = make_calibrator("matrix_scaling_odir", device="cpu", cpu_flop_budget=1e6)
+    with pytest.raises(CalibrationCostError, match=r"cpu_flop_budget.*GPU.*single value"):
+        cal.fit(z, y)
+
+
+@pytest.mark.parametrize("method", NEW)
+def test_class_absent_from_calibration_half_gives_finite_probabilities(method):
+    z, y = overconfident(400, 4, seed=11)
+    y = np.where(y == 3, 0, y)  # class 3 never occurs
+    cal = make_calibrator(method, **SMALL_GRID).fit(z, y)
+    p = cal.predict_proba(z)
+    assert np.isfinite(p).all() and np.allclose(p.sum(axis=1), 1.0)
+
+
+def test_simplex_least_squares_matches_a_general_solver():
+    rng = np.random.default_rng(12)
+    for _ in range(20):
+        a = rng.normal(size=(6, 3))
+        gram, linear = a.T @ a, rng.normal(size=3)
+        w, value = simplex_least_squares(gram, linear)
+        assert w.min() >= 0 and abs(w.sum() - 1) < 1e-12
+        ref = minimize(
+            lambda v: v @ gram @ v - 2 * linear @ v,
+            np.full(3, 1 / 3),
+            method="SLSQP",
+            bounds=[(0, 1)] * 3,
+            constraints={"type": "eq", "fun": lambda v: v.sum() - 1},
+            options={"ftol": 1e-14},
+        )
+        assert value <= ref.fun + 1e-9
+
+
+def test_ets_weights_follow_the_data():
+    # labels unrelated to the logits: its temperature scaling stops with a clear error, not a flipped argmax
+    rng = np.random.default_rng(13)
+    z = rng.normal(size=(2000, 5)) * 4
+    with pytest.raises(ValueError, match="no usable signal"):
+        make_calibrator("ensemble_temperature_scaling").fit(z, rng.integers(0, 5, 2000))
+    # labels drawn from softmax(z / 2): the temperature-scaled member dominates, T close to 2
+    y = sample_labels(z / 2, rng)
+    ets = make_calibrator("ensemble_temperature_scaling").fit(z, y)
+    assert ets.weights_[0] > 0.8 and abs(1 / ets.inverse_temperature_ - 2) < 0.2
+    assert np.array_equal(ets.predict_proba(z).argmax(1), z.argmax(1))
