@@ -108,8 +108,8 @@ class _SortedResamples:
 
     Row r lists, in the samples' sorted order, how many copies of each the r-th resample holds
     (uint16); position j (0-based) of the sorted resample is a copy of the first sample whose
-    cumulative count exceeds j.  Cumulative counts are int32 (exact); the confidence and
-    correct-count sums up to a sample are segment sums between the few cuts asked for.
+    cumulative count exceeds j.  Cumulative counts and correct counts are int32 (exact); the
+    confidence sums up to a sample are segment sums between the few cuts asked for.
     """
 
     def __init__(self, counts: np.ndarray, order: np.ndarray, sorted_conf: np.ndarray, sorted_correct: np.ndarray):
@@ -118,8 +118,7 @@ class _SortedResamples:
         self.cw = np.cumsum(ws, axis=1, dtype=np.int32)
         self._conf = np.zeros(ws.size + 1)
         np.multiply(ws, sorted_conf, out=self._conf[:-1].reshape(ws.shape))
-        self._correct = np.zeros(ws.size + 1, dtype=np.int32)
-        np.multiply(ws, sorted_correct, out=self._correct[:-1].reshape(ws.shape), casting="unsafe")
+        self.ca = np.cumsum(ws * sorted_correct, axis=1, dtype=np.int32)
         self.sorted_conf = sorted_conf
         self.sorted_correct = sorted_correct
 
@@ -130,8 +129,10 @@ class _SortedResamples:
     def upto(self, cut: np.ndarray):
         """Sums over the samples whose sorted index is below ``cut`` (b, P), non-decreasing along rows:
         (count, conf sum, correct sum)."""
-        count = np.where(cut > 0, np.take_along_axis(self.cw, np.maximum(cut - 1, 0), axis=1), 0)
-        return count, _row_prefix_sums(self._conf, cut), _row_prefix_sums(self._correct, cut)
+        last, some = np.maximum(cut - 1, 0), cut > 0
+        count = np.where(some, np.take_along_axis(self.cw, last, axis=1), 0)
+        correct = np.where(some, np.take_along_axis(self.ca, last, axis=1), 0)
+        return count, _row_prefix_sums(self._conf, cut), correct
 
     def prefix(self, positions: np.ndarray):
         """Sums over the first ``positions`` (b, P) sorted positions, non-decreasing along rows:
@@ -234,7 +235,7 @@ class MetricResampler:
         n = float(self.n)
         linear = None if self.linear_matrix is None else w @ self.linear_matrix
         out: dict[str, np.ndarray] = {}
-        sorted_block = None
+        sorted_block = equal_mass = None
         for name in self.names:
             if name in self.linear:
                 out[name] = linear[:, self.linear[name]][:, 0] / n
@@ -247,22 +248,23 @@ class MetricResampler:
                 if name == "ece_l2_debiased":
                     out[name] = self._debiased(sorted_block)
                 else:
-                    out[name] = self._equal_mass(name, sorted_block)
+                    if equal_mass is None:
+                        equal_mass = self._equal_mass_gaps(sorted_block)
+                    gap, sizes = equal_mass
+                    out[name] = gap.max(axis=1) if name == "mce_equal_mass" else gap @ (sizes / n)
             else:
                 out[name] = self._classwise(w, w_t) if name == "classwise_ece" else self._smooth(w_t)
         return out
 
-    def _equal_mass(self, name, block: _SortedResamples):
+    def _equal_mass_gaps(self, block: _SortedResamples):
+        """``|A_m - C_m|`` of each resample's equal-mass bins (b, bins), and the bin sizes."""
         n, bins = self.n, self.bins
         sizes = np.full(bins, n // bins)
         sizes[: n % bins] += 1
         sizes = sizes[sizes > 0]
         bounds = np.broadcast_to(np.concatenate([[0], np.cumsum(sizes)]), (block.b, sizes.size + 1))
         conf_at, acc_at = block.prefix(bounds)
-        gap = np.abs(np.diff(acc_at, axis=1) - np.diff(conf_at, axis=1)) / sizes
-        if name == "mce_equal_mass":
-            return gap.max(axis=1)
-        return gap @ (sizes / n)
+        return np.abs(np.diff(acc_at, axis=1) - np.diff(conf_at, axis=1)) / sizes, sizes
 
     def _debiased(self, block: _SortedResamples):
         n, b = self.n, block.b
