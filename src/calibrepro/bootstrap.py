@@ -8,15 +8,21 @@ matrix products with quantities computed once per method:
 
 * accuracy, Brier, NLL: ``W @ terms / N`` with the per-sample contributions;
 * ECE, MCE, ECE-l2 (equal-width bins): ``W @ [onehot, onehot * conf, onehot * correct]`` gives the
-  per-bin counts, confidence sums and correct counts of every resample;
+  per-bin counts, confidence sums and correct counts of every resample (one product together
+  with the terms of accuracy, Brier and NLL);
 * classwise-ECE: per-(class, bin) sums ``W @ S`` with a sparse matrix of the entries above the
-  first bin edge, plus ``W @ P`` for the first bin (most entries), and the positives ``W @ Y``;
+  first bin edge, plus ``W @ P`` for the first bin (most entries), and the positives ``W @ Y``.
+  The dense ``W @ P`` (b*N*K multiply-adds) is this metric's whole cost at K=1000 and stays in
+  float64: the first bin's per-class sums lie so close to its positives that float32 sums
+  (tried: about 20 % of the (resample, class) signs of ``positives - sums`` uncertain under
+  float32's error bound) would change ``|positives - sums|`` well beyond float64 rounding;
 * equal-mass ECE/MCE and debiased ECE-l2: the bins follow the resample's own order statistics.
   The samples are sorted once by confidence; in that order a resample's sorted sequence repeats
-  sample s ``w_s`` times, so the cumulative sums of ``w``, ``w * conf`` and ``w * correct`` give
-  the sum over any range of sorted positions (a bin boundary can fall inside the copies of one
-  sample: the partial copies are counted).  This is exactly the metric of the resample written
-  as ``np.repeat(arange(N), w)`` (stable sort: equal confidences keep sample order);
+  sample s ``w_s`` times, so the cumulative sums of ``w`` and ``w * correct`` (int32, exact) locate
+  any sorted position and count up to it, and segment sums of ``w * conf`` between the few bin
+  boundaries (``np.add.reduceat``) give the confidence sums (a bin boundary can fall inside the
+  copies of one sample: the partial copies are counted).  This is exactly the metric of the
+  resample written as ``np.repeat(arange(N), w)`` (stable sort: equal confidences keep sample order);
 * smooth ECE: the grid values of the kernel smoothing are ``W @ R`` (sparse), smoothed by one
   fixed linear map.  The resamples keep the point estimate's bandwidth ``sigma*``: the
   fixed-point search (11 smoothings per resample, each with its own kernel) would cost about
@@ -35,6 +41,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 from scipy import sparse
 from scipy.signal import fftconvolve
+from threadpoolctl import threadpool_limits
 
 from calibrepro import metrics as M
 
@@ -283,9 +290,8 @@ class MetricResampler:
         bins, k = self.bins, self.k
         positives = np.asarray(self.class_pos.T @ w_t).T.reshape(-1, k, bins)
         sums = np.asarray(self.class_big.T @ w_t).T.reshape(-1, k, bins)  # bins 2..M: the entries above 1/M
-        # first bin: the sums of all entries (the one dense product, the cost of this metric) minus
-        # those above 1/M (in float64: the first bin's sums lie close to its positives, so a
-        # float32 product would decide the sign of |positives - sums| wrongly for many classes)
+        # first bin: the sums of all entries (the one dense product, the cost of this metric; float64,
+        # see the module docstring) minus those above 1/M
         sums[:, :, 0] = w @ self.probs - sums.sum(axis=2)
         return np.abs(positives - sums).sum(axis=(1, 2)) / self.n / k
 
@@ -337,8 +343,12 @@ def bootstrap_replicates(
     rows = max(1, _BLOCK_ENTRIES // max(n, 1))
     out: dict[str, dict[str, np.ndarray]] = {}
     for method, probs in methods:
-        resampler = MetricResampler(probs, labels, names, bins)
-        blocks = [resampler.replicates(counts[start : start + rows]) for start in range(0, counts.shape[0], rows)]
+        # one BLAS thread: OpenBLAS splits the sums of some products over its threads, so their
+        # rounding (and the last digits of intervals.csv) would depend on the thread count; the
+        # pipeline runs models in parallel instead (one bootstrap job per model, snakemake --cores)
+        with threadpool_limits(1, user_api="blas"):
+            resampler = MetricResampler(probs, labels, names, bins)
+            blocks = [resampler.replicates(counts[s : s + rows]) for s in range(0, counts.shape[0], rows)]
         out[method] = {name: np.concatenate([block[name] for block in blocks]) for name in names}
     return out
 
