@@ -125,7 +125,7 @@ class _SortedResamples:
         self.cw = np.cumsum(ws, axis=1, dtype=np.int32)
         self._conf = np.zeros(ws.size + 1)
         np.multiply(ws, sorted_conf, out=self._conf[:-1].reshape(ws.shape))
-        self.ca = np.cumsum(ws * sorted_correct, axis=1, dtype=np.int32)
+        self.ca = np.cumsum(ws * sorted_correct.astype(np.uint16), axis=1, dtype=np.int32)  # 0/1 correct
         self.sorted_conf = sorted_conf
         self.sorted_correct = sorted_correct
 
