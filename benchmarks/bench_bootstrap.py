@@ -5,8 +5,8 @@ test samples, 4 x K=1000 with 25,000), six methods each (six temperatures of the
 the probability matrices differ as calibrators' do), every metric of ``calibrepro.metrics.METRICS``
 (``--metrics`` to restrict), resampled with shared counts per model as ``bootstrap_step`` does:
 counts, replicates, percentile intervals and paired differences. Models run in ``--jobs``
-worker processes (default 1: serial, numpy's BLAS may use every core; 2 = what Snakemake does with
-``--cores 2``, one BLAS thread per worker); the wall and CPU time per shape and the total wall time
+worker processes (default 1: serial; 2 = what Snakemake does with ``--cores 2``; the replicates use one
+BLAS thread either way, see ``bootstrap_replicates``); the wall and CPU time per shape and the total wall time
 are printed (CPU time, user + system, is what a busy shared machine does not inflate).
 
 Size study: ``--size-study DIR`` also times ``size_study_step`` on the demo's cached logits and split
