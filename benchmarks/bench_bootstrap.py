@@ -5,8 +5,9 @@ test samples, 4 x K=1000 with 25,000), six methods each (six temperatures of the
 the probability matrices differ as calibrators' do), every metric of ``calibrepro.metrics.METRICS``
 (``--metrics`` to restrict), resampled with shared counts per model as ``bootstrap_step`` does:
 counts, replicates, percentile intervals and paired differences. Models run in ``--jobs``
-worker processes (default 1: serial, numpy's BLAS may use every core; 2 = what Snakemake does with
-``--cores 2``, one BLAS thread per worker); the time per shape and the total wall time are printed.
+worker processes (default 1: serial; 2 = what Snakemake does with ``--cores 2``; the replicates use one
+BLAS thread either way, see ``bootstrap_replicates``); the wall and CPU time per shape and the total wall time
+are printed (CPU time, user + system, is what a busy shared machine does not inflate).
 
 Size study: ``--size-study DIR`` also times ``size_study_step`` on the demo's cached logits and split
 in DIR (a finished ``make demo`` / snakemake working directory), with the demo's sizes and seeds.
@@ -61,17 +62,18 @@ def one_model(k: int, n: int, seed: int, names: list[str], resamples: int) -> No
 
 
 def _timed_model(job):
+    """Run one model; return its K, wall seconds and CPU seconds (user + system, this process)."""
     k, n, seed, names, resamples, single_thread = job
     if single_thread:
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(1):
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             one_model(k, n, seed, names, resamples)
     else:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         one_model(k, n, seed, names, resamples)
-    return k, time.perf_counter() - start
+    return k, time.perf_counter() - start, time.process_time() - cpu
 
 
 def time_intervals(args) -> None:
@@ -90,10 +92,12 @@ def time_intervals(args) -> None:
         results = [_timed_model(job) for job in jobs]
     wall = time.perf_counter() - start
     for (dataset, k, n), count in zip(SHAPES, counts):
-        spent = sum(t for kk, t in results if kk == k)
+        spent = sum(t for kk, t, _ in results if kk == k)
+        cpu = sum(c for kk, _, c in results if kk == k)
         print(f"  {dataset:9s} {count:2d} x K={k:<4d} N={n:6,d}: {spent:7.2f} s in the workers "
-              f"({spent / max(count, 1):.2f} s per model)")
-    print(f"  TOTAL {sum(counts)} models: {wall:.2f} s wall")
+              f"({spent / max(count, 1):.2f} s per model), {cpu:7.2f} s CPU")
+    print(f"  TOTAL {sum(counts)} models: {wall:.2f} s wall, {sum(c for _, _, c in results):.2f} s CPU "
+          f"(user + system of the worker(s); wall/CPU shows how much of the cores the job got)")
 
 
 def time_size_study(workdir: Path) -> None:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from scipy.special import softmax
 from scipy.stats import binom
+from threadpoolctl import threadpool_limits
 
 from calibrepro import bootstrap as B
 from calibrepro import metrics as M
@@ -69,6 +70,28 @@ def test_replicates_do_not_depend_on_the_block_size(monkeypatch):
     blocks = B.bootstrap_replicates([("m", probs)], labels, list(M.METRICS), counts)
     for name in M.METRICS:
         np.testing.assert_allclose(blocks["m"][name], whole["m"][name], rtol=1e-13, atol=1e-15)
+
+
+def test_row_prefix_sums_handle_empty_segments_and_cuts_at_the_end():
+    rng = np.random.default_rng(11)
+    values = rng.random((4, 7))
+    cuts = np.sort(rng.integers(0, 8, size=(4, 5)), axis=1)
+    cuts[0] = [0, 0, 3, 3, 7]  # empty segments, a cut before the first and after the last sample
+    cuts[3] = 7
+    flat = np.append(values.ravel(), 0.0)
+    expected = np.array([[values[r, :c].sum() for c in row] for r, row in enumerate(cuts)])
+    np.testing.assert_allclose(B._row_prefix_sums(flat, cuts), expected, rtol=1e-15, atol=0)
+
+
+def test_replicates_do_not_depend_on_the_number_of_blas_threads():
+    probs, labels = synthetic(3000, 60, seed=6)
+    counts = B.resample_counts(3000, 120, seed=7)
+    with threadpool_limits(1):
+        single = B.bootstrap_replicates([("m", probs)], labels, list(M.METRICS), counts)["m"]
+    with threadpool_limits(4):
+        several = B.bootstrap_replicates([("m", probs)], labels, list(M.METRICS), counts)["m"]
+    for name in M.METRICS:
+        assert single[name].tobytes() == several[name].tobytes(), name  # bit for bit
 
 
 def test_percentile_interval_is_the_quantile_pair():

@@ -8,15 +8,21 @@ matrix products with quantities computed once per method:
 
 * accuracy, Brier, NLL: ``W @ terms / N`` with the per-sample contributions;
 * ECE, MCE, ECE-l2 (equal-width bins): ``W @ [onehot, onehot * conf, onehot * correct]`` gives the
-  per-bin counts, confidence sums and correct counts of every resample;
+  per-bin counts, confidence sums and correct counts of every resample (one product together
+  with the terms of accuracy, Brier and NLL);
 * classwise-ECE: per-(class, bin) sums ``W @ S`` with a sparse matrix of the entries above the
-  first bin edge, plus ``W @ P`` for the first bin (most entries), and the positives ``W @ Y``;
+  first bin edge, plus ``W @ P`` for the first bin (most entries), and the positives ``W @ Y``.
+  The dense ``W @ P`` (b*N*K multiply-adds) is this metric's whole cost at K=1000 and stays in
+  float64: the first bin's per-class sums lie so close to its positives that float32 sums
+  (tried: about 20 % of the (resample, class) signs of ``positives - sums`` uncertain under
+  float32's error bound) would change ``|positives - sums|`` well beyond float64 rounding;
 * equal-mass ECE/MCE and debiased ECE-l2: the bins follow the resample's own order statistics.
   The samples are sorted once by confidence; in that order a resample's sorted sequence repeats
-  sample s ``w_s`` times, so the cumulative sums of ``w``, ``w * conf`` and ``w * correct`` give
-  the sum over any range of sorted positions (a bin boundary can fall inside the copies of one
-  sample: the partial copies are counted).  This is exactly the metric of the resample written
-  as ``np.repeat(arange(N), w)`` (stable sort: equal confidences keep sample order);
+  sample s ``w_s`` times, so the cumulative sums of ``w`` and ``w * correct`` (int32, exact) locate
+  any sorted position and count up to it, and segment sums of ``w * conf`` between the few bin
+  boundaries (``np.add.reduceat``) give the confidence sums (a bin boundary can fall inside the
+  copies of one sample: the partial copies are counted).  This is exactly the metric of the
+  resample written as ``np.repeat(arange(N), w)`` (stable sort: equal confidences keep sample order);
 * smooth ECE: the grid values of the kernel smoothing are ``W @ R`` (sparse), smoothed by one
   fixed linear map.  The resamples keep the point estimate's bandwidth ``sigma*``: the
   fixed-point search (11 smoothings per resample, each with its own kernel) would cost about
@@ -35,6 +41,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 from scipy import sparse
 from scipy.signal import fftconvolve
+from threadpoolctl import threadpool_limits
 
 from calibrepro import metrics as M
 
@@ -88,51 +95,60 @@ def _reflected_convolution_columns(kernel: np.ndarray, columns: np.ndarray) -> n
     return coefficients
 
 
-class _SortedResamples:
-    """A block of resamples in confidence order: cumulative counts, confidence sums and correct counts.
+def _row_prefix_sums(values: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+    """``out[r, p] = values[r, :cuts[r, p]].sum()`` for cuts non-decreasing along each row.
 
-    Row r lists, in the samples' sorted order, how many copies of each the r-th resample holds;
-    position j (0-based) of the sorted resample is a copy of the first sample whose cumulative
-    count exceeds j.  (Counts and correct counts are integers below 2^53: their float sums are exact.)
+    ``values`` is a (b, N) array stored flat with one trailing zero (length ``b*N + 1``) so that a
+    cut at N is a valid ``np.add.reduceat`` index.  One pass over the data: the sums of the
+    segments between consecutive cuts, then their running sums (no (b, N) cumulative array).
+    """
+    b, p = cuts.shape
+    n = (values.size - 1) // b
+    starts = np.concatenate([np.zeros((b, 1), dtype=np.intp), cuts], axis=1) + (np.arange(b) * n)[:, None]
+    segments = np.add.reduceat(values, starts.ravel()).reshape(b, p + 1)[:, :p]
+    segments[starts[:, 1:] == starts[:, :-1]] = 0  # reduceat returns values[i] for an empty segment
+    return np.cumsum(segments, axis=1)
+
+
+class _SortedResamples:
+    """A block of resamples in confidence order: where its positions fall, and sums up to any sample.
+
+    Row r lists, in the samples' sorted order, how many copies of each the r-th resample holds
+    (uint16); position j (0-based) of the sorted resample is a copy of the first sample whose
+    cumulative count exceeds j.  Cumulative counts and correct counts are int32 (exact); the
+    confidence sums up to a sample are segment sums between the few cuts asked for.
     """
 
-    def __init__(self, w_t: np.ndarray, order: np.ndarray, sorted_conf: np.ndarray, sorted_correct: np.ndarray):
-        ws = w_t[order]  # (N, b): sample-major, so the cumulative sums run down contiguous rows (fast)
-        self.n, self.b = ws.shape
-        self.cw = np.ascontiguousarray(np.cumsum(ws, axis=0).T)  # (b, N): searched row by row
-        self.cc = np.cumsum(ws * sorted_conf[:, None], axis=0)  # (N, b)
-        self.ca = np.cumsum(ws * sorted_correct[:, None], axis=0)  # (N, b)
+    def __init__(self, counts: np.ndarray, order: np.ndarray, sorted_conf: np.ndarray, sorted_correct: np.ndarray):
+        ws = np.take(counts, order, axis=1)  # (b, N) counts in sorted order
+        self.b, self.n = ws.shape
+        self.cw = np.cumsum(ws, axis=1, dtype=np.int32)
+        self._conf = np.zeros(ws.size + 1)
+        np.multiply(ws, sorted_conf, out=self._conf[:-1].reshape(ws.shape))
+        self.ca = np.cumsum(ws * sorted_correct.astype(np.uint16), axis=1, dtype=np.int32)  # 0/1 correct
         self.sorted_conf = sorted_conf
         self.sorted_correct = sorted_correct
-        # rows shifted apart, so one searchsorted serves every row
-        self._offsets = (np.arange(self.b) * (self.n + 1.0))[:, None]
-        self._flat = (self.cw + self._offsets).ravel()
 
     def sample_at(self, positions: np.ndarray) -> np.ndarray:
         """(b, P) sorted-sample index holding position ``positions`` (b, P) of each resample (N past the end)."""
-        found = np.searchsorted(self._flat, (positions + self._offsets).ravel(), side="right")
-        return found.reshape(positions.shape) - (np.arange(self.b) * self.n)[:, None]
-
-    def prefix(self, positions: np.ndarray):
-        """Count-free sums over the first ``positions`` (b, P) sorted positions: (conf sum, correct sum)."""
-        s = self.sample_at(positions)
-        rows = np.arange(self.b)[:, None]
-        before = np.maximum(s - 1, 0)
-        has_before = s > 0
-        before_count = np.where(has_before, self.cw[rows, before], 0.0)
-        copies = np.where(s < self.n, positions - before_count, 0)
-        inside = np.minimum(s, self.n - 1)
-        conf = np.where(has_before, self.cc[before, rows], 0.0) + copies * self.sorted_conf[inside]
-        correct = np.where(has_before, self.ca[before, rows], 0.0) + copies * self.sorted_correct[inside]
-        return conf, correct
+        return np.stack([np.searchsorted(cw, at, side="right") for cw, at in zip(self.cw, positions)])
 
     def upto(self, cut: np.ndarray):
-        """Sums over the samples whose sorted index is below ``cut`` (b, P): (count, conf sum, correct sum)."""
-        rows = np.arange(self.b)[:, None]
-        last = np.maximum(cut - 1, 0)
-        some = cut > 0
-        return (np.where(some, self.cw[rows, last], 0.0), np.where(some, self.cc[last, rows], 0.0),
-                np.where(some, self.ca[last, rows], 0.0))
+        """Sums over the samples whose sorted index is below ``cut`` (b, P), non-decreasing along rows:
+        (count, conf sum, correct sum)."""
+        last, some = np.maximum(cut - 1, 0), cut > 0
+        count = np.where(some, np.take_along_axis(self.cw, last, axis=1), 0)
+        correct = np.where(some, np.take_along_axis(self.ca, last, axis=1), 0)
+        return count, _row_prefix_sums(self._conf, cut), correct
+
+    def prefix(self, positions: np.ndarray):
+        """Sums over the first ``positions`` (b, P) sorted positions, non-decreasing along rows:
+        (conf sum, correct sum), the copies of a sample cut by a boundary counted partly."""
+        s = self.sample_at(positions)
+        before, conf, correct = self.upto(s)
+        copies = np.where(s < self.n, positions - before, 0)
+        inside = np.minimum(s, self.n - 1)
+        return conf + copies * self.sorted_conf[inside], correct + copies * self.sorted_correct[inside]
 
 
 class MetricResampler:
@@ -152,21 +168,23 @@ class MetricResampler:
         self.n, self.k = p.shape
         conf, correct = M.top_label(p, y)
         self.conf, self.correct = conf, correct
-        self.sample_terms = {}
-        if "accuracy" in names:
-            self.sample_terms["accuracy"] = correct
-        if "brier" in names:
-            self.sample_terms["brier"] = M.brier_terms(p, y)
-        if "nll" in names:
-            self.sample_terms["nll"] = M.nll_terms(p, y)
+        # accuracy, Brier, NLL and the equal-width bin sums are linear in the counts: one matrix
+        # (N, columns) whose product with a block of counts gives all of them
+        columns, self.linear = [], {}
+        for name, terms in (("accuracy", lambda: correct), ("brier", lambda: M.brier_terms(p, y)),
+                            ("nll", lambda: M.nll_terms(p, y))):
+            if name in names:
+                self.linear[name] = slice(len(columns), len(columns) + 1)
+                columns.append(terms()[:, None])
         if {"ece", "mce", "ece_l2"} & set(names):
-            b = M.bin_index(conf, bins)
             onehot = np.zeros((self.n, 3 * bins))
-            rows = np.arange(self.n)
+            b, rows = M.bin_index(conf, bins), np.arange(self.n)
             onehot[rows, b] = 1.0
             onehot[rows, bins + b] = conf
             onehot[rows, 2 * bins + b] = correct
-            self.width_matrix = onehot
+            self.linear["width"] = slice(len(columns), len(columns) + 3 * bins)
+            columns.append(onehot)
+        self.linear_matrix = np.hstack(columns) if columns else None
         if {"ece_equal_mass", "mce_equal_mass", "ece_l2_debiased"} & set(names):
             self.order = np.argsort(conf, kind="stable")
             self.sorted_conf = conf[self.order]
@@ -180,12 +198,10 @@ class MetricResampler:
     def _prepare_classwise(self, p, y):
         bins, n, k = self.bins, self.n, self.k
         big = p > M._edges(bins)[1]  # entries above the first bin edge
-        rows, cols = np.nonzero(big)
-        vals = p[rows, cols]
-        self.class_big = sparse.csr_matrix(
-            (vals, (rows, cols * bins + M.bin_index(vals, bins))), shape=(n, k * bins)
-        )
-        self.class_big_first = sparse.csr_matrix((vals, (rows, cols * bins)), shape=(n, k * bins))
+        where = np.flatnonzero(big)  # (much faster than a 2-D nonzero)
+        rows, cols = np.divmod(where, k)
+        vals = p.reshape(-1)[where]
+        self.class_big = sparse.csr_matrix((vals, (rows, cols * bins + M.bin_index(vals, bins))), shape=(n, k * bins))
         py = p[np.arange(n), y]
         self.class_pos = sparse.csr_matrix(
             (np.ones(n), (np.arange(n), y * bins + M.bin_index(py, bins))), shape=(n, k * bins)
@@ -218,42 +234,44 @@ class MetricResampler:
     # ------------------------------------------------------------------ replicates
     def replicates(self, counts: np.ndarray) -> dict[str, np.ndarray]:
         """Metric values of the resamples whose counts are the rows of ``counts`` (b, N)."""
-        w = np.asarray(counts, dtype=np.float64)
-        w_t = np.ascontiguousarray(w.T)  # (N, b): for the sparse products and the sorted sums
+        counts = np.asarray(counts)
+        names = set(self.names)
+        w = counts.astype(np.float64)
+        # (N, b): the right layout for the sparse products of classwise and smooth ECE
+        w_t = np.ascontiguousarray(w.T) if names & {"classwise_ece", "smooth_ece"} else None
         n = float(self.n)
+        linear = None if self.linear_matrix is None else w @ self.linear_matrix
         out: dict[str, np.ndarray] = {}
-        width = None
-        sorted_block = None
+        sorted_block = equal_mass = None
         for name in self.names:
-            if name in self.sample_terms:
-                out[name] = (w @ self.sample_terms[name]) / n
+            if name in self.linear:
+                out[name] = linear[:, self.linear[name]][:, 0] / n
             elif name in ("ece", "mce", "ece_l2"):
-                if width is None:
-                    s = w @ self.width_matrix
-                    width = (s[:, : self.bins], s[:, self.bins : 2 * self.bins], s[:, 2 * self.bins :])
-                out[name] = _binned(name, *width, n)
+                s = linear[:, self.linear["width"]]
+                out[name] = _binned(name, s[:, : self.bins], s[:, self.bins : 2 * self.bins], s[:, 2 * self.bins :], n)
             elif name in ("ece_equal_mass", "mce_equal_mass", "ece_l2_debiased"):
                 if sorted_block is None:
-                    sorted_block = _SortedResamples(w_t, self.order, self.sorted_conf, self.sorted_correct)
+                    sorted_block = _SortedResamples(counts, self.order, self.sorted_conf, self.sorted_correct)
                 if name == "ece_l2_debiased":
                     out[name] = self._debiased(sorted_block)
                 else:
-                    out[name] = self._equal_mass(name, sorted_block)
+                    if equal_mass is None:
+                        equal_mass = self._equal_mass_gaps(sorted_block)
+                    gap, sizes = equal_mass
+                    out[name] = gap.max(axis=1) if name == "mce_equal_mass" else gap @ (sizes / n)
             else:
                 out[name] = self._classwise(w, w_t) if name == "classwise_ece" else self._smooth(w_t)
         return out
 
-    def _equal_mass(self, name, block: _SortedResamples):
+    def _equal_mass_gaps(self, block: _SortedResamples):
+        """``|A_m - C_m|`` of each resample's equal-mass bins (b, bins), and the bin sizes."""
         n, bins = self.n, self.bins
         sizes = np.full(bins, n // bins)
         sizes[: n % bins] += 1
         sizes = sizes[sizes > 0]
         bounds = np.broadcast_to(np.concatenate([[0], np.cumsum(sizes)]), (block.b, sizes.size + 1))
         conf_at, acc_at = block.prefix(bounds)
-        gap = np.abs(np.diff(acc_at, axis=1) - np.diff(conf_at, axis=1)) / sizes
-        if name == "mce_equal_mass":
-            return gap.max(axis=1)
-        return gap @ (sizes / n)
+        return np.abs(np.diff(acc_at, axis=1) - np.diff(conf_at, axis=1)) / sizes, sizes
 
     def _debiased(self, block: _SortedResamples):
         n, b = self.n, block.b
@@ -270,13 +288,12 @@ class MetricResampler:
 
     def _classwise(self, w, w_t):
         bins, k = self.bins, self.k
-        positives = np.asarray(self.class_pos.T @ w_t).T
-        big = np.asarray(self.class_big.T @ w_t).T
-        first = w @ self.probs  # (b, K): sums of every entry; minus the big ones gives the first bin
-        big_total = np.asarray(self.class_big_first.T @ w_t).T.reshape(-1, k, bins)[:, :, 0]
-        sums = big.reshape(-1, k, bins)
-        sums[:, :, 0] += first - big_total
-        return np.abs(positives.reshape(-1, k, bins) - sums).sum(axis=(1, 2)) / self.n / k
+        positives = np.asarray(self.class_pos.T @ w_t).T.reshape(-1, k, bins)
+        sums = np.asarray(self.class_big.T @ w_t).T.reshape(-1, k, bins)  # bins 2..M: the entries above 1/M
+        # first bin: the sums of all entries (the one dense product, the cost of this metric; float64,
+        # see the module docstring) minus those above 1/M
+        sums[:, :, 0] = w @ self.probs - sums.sum(axis=2)
+        return np.abs(positives - sums).sum(axis=(1, 2)) / self.n / k
 
     def _smooth(self, w_t):
         grid_ones = np.asarray(self.smooth_ones.T @ w_t).T  # (b, G) grid values of every resample
@@ -326,8 +343,12 @@ def bootstrap_replicates(
     rows = max(1, _BLOCK_ENTRIES // max(n, 1))
     out: dict[str, dict[str, np.ndarray]] = {}
     for method, probs in methods:
-        resampler = MetricResampler(probs, labels, names, bins)
-        blocks = [resampler.replicates(counts[start : start + rows]) for start in range(0, counts.shape[0], rows)]
+        # one BLAS thread: OpenBLAS splits the sums of some products over its threads, so their
+        # rounding (and the last digits of intervals.csv) would depend on the thread count; the
+        # pipeline runs models in parallel instead (one bootstrap job per model, snakemake --cores)
+        with threadpool_limits(1, user_api="blas"):
+            resampler = MetricResampler(probs, labels, names, bins)
+            blocks = [resampler.replicates(counts[s : s + rows]) for s in range(0, counts.shape[0], rows)]
         out[method] = {name: np.concatenate([block[name] for block in blocks]) for name in names}
     return out
 
