@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,24 +16,19 @@ from calibrepro import calibrators as C
 from calibrepro.calibrators import CALIBRATORS, calibrator_from_json, make_calibrator, softmax
 from calibrepro.calibrators import isotonic as isotonic_module
 from calibrepro.metrics import bin_index, nll
+from servers import REALDATA as SHARED_REALDATA
+from workflow_helpers import overconfident
 
-REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata" / "logits" / "chenyaofo" / "cifar10"
+REALDATA = SHARED_REALDATA / "logits" / "chenyaofo" / "cifar10"
 METHODS = list(CALIBRATORS)
 SCALING = ["temperature_scaling", "vector_scaling", "vector_scaling_bias"]
 
 
-def synthetic(n, k, seed=0, signal=4.0, scale=2.0):
-    """Overconfident synthetic logits (float32) and labels, like a trained network's."""
-    rng = np.random.default_rng(seed)
-    labels = rng.integers(0, k, n)
-    logits = (rng.standard_normal((n, k)) * scale).astype(np.float32)
-    logits[np.arange(n), labels] += np.float32(signal)
-    return logits, labels
 
 
 @pytest.fixture(scope="module")
 def data10():
-    z, y = synthetic(4000, 10, seed=1)
+    z, y = overconfident(4000, 10, seed=1)
     return z[:2000], y[:2000], z[2000:], y[2000:]
 
 
@@ -138,7 +132,7 @@ def test_input_errors(method, data10):
 
 def test_thread_count_does_not_change_results():
     # K=100 with 3000 samples: several row blocks, so the worker pool is really used
-    z, y = synthetic(3000, 100, seed=3)
+    z, y = overconfident(3000, 100, seed=3)
     before = torch.get_num_threads()
     out = {}
     try:
@@ -273,7 +267,7 @@ def _sklearn_isotonic(zc, yc, zt):
 
 @pytest.mark.parametrize("k, n, seed", [(10, 3000, 0), (100, 2000, 1), (3, 500, 2)])
 def test_isotonic_is_bit_identical_to_sklearn(k, n, seed):
-    z, y = synthetic(2 * n, k, seed=seed)
+    z, y = overconfident(2 * n, k, seed=seed)
     zc, yc, zt = z[:n], y[:n], z[n:]
     cal = make_calibrator("isotonic").fit(zc, yc)
     models, expected = _sklearn_isotonic(zc, yc, zt)
@@ -369,7 +363,7 @@ def test_scaling_family_ordering_of_calibration_nll(data10):
 
 
 def test_vector_scaling_bias_reaches_the_optimum():
-    z, y = synthetic(3000, 10, seed=4)
+    z, y = overconfident(3000, 10, seed=4)
     cal = make_calibrator("vector_scaling_bias").fit(z, y)
     z64 = z.astype(np.float64)
     onehot = np.eye(10)[y]
@@ -399,7 +393,7 @@ def test_vector_scaling_bias_reaches_the_optimum():
 
 
 def test_vector_scaling_without_bias_has_no_bias():
-    z, y = synthetic(1000, 5, seed=6)
+    z, y = overconfident(1000, 5, seed=6)
     cal = make_calibrator("vector_scaling").fit(z, y)
     assert not hasattr(cal, "bias_") and "bias" not in cal.to_json()["params"]
     assert cal.weights_.shape == (5,)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import inspect
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,17 +17,12 @@ from sklearn.model_selection import train_test_split
 
 from calibrepro.calibrators import calibrator_from_json, make_calibrator, softmax
 from calibrepro.calibrators.scaling import TORCH_LBFGS_DEFAULTS, TemperatureScaling, run_lbfgs
+from servers import REALDATA as SHARED_REALDATA
+from workflow_helpers import overconfident
 
-REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata" / "logits" / "chenyaofo" / "cifar10"
+REALDATA = SHARED_REALDATA / "logits" / "chenyaofo" / "cifar10"
 
 
-def synthetic(n, k, seed=0, signal=4.0, scale=2.0):
-    """Overconfident synthetic logits (float32) and labels."""
-    rng = np.random.default_rng(seed)
-    labels = rng.integers(0, k, n)
-    logits = (rng.standard_normal((n, k)) * scale).astype(np.float32)
-    logits[np.arange(n), labels] += np.float32(signal)
-    return logits, labels
 
 
 def thesis_halves(model):
@@ -94,7 +88,7 @@ def test_settings_are_torch_lbfgs_defaults():
 # ------------------------------------------------------------------------------------ temperature scaling
 @pytest.mark.parametrize(("n", "k", "seed"), [(2000, 10, 1), (3000, 100, 2), (500, 3, 7)])
 def test_temperature_scaling_equals_the_torch_reference(n, k, seed):
-    z, y = synthetic(n, k, seed)
+    z, y = overconfident(n, k, seed)
     cal = make_calibrator("temperature_scaling").fit(z, y)
     a_ref, n_iter = torch_reference(z, y, 1, steps=1)
     assert cal.inverse_temperature_ == pytest.approx(a_ref[0], rel=1e-12, abs=0)
@@ -121,7 +115,7 @@ def test_real_temperature_scaling_equals_the_torch_reference(model):
 
 
 def test_temperature_scaling_predicts_softmax_of_a_times_z_and_round_trips():
-    z, y = synthetic(1500, 10, 3)
+    z, y = overconfident(1500, 10, 3)
     cal = make_calibrator("temperature_scaling").fit(z[:1000], y[:1000])
     a = cal.inverse_temperature_
     probs = cal.predict_proba(z[1000:])
@@ -133,7 +127,7 @@ def test_temperature_scaling_predicts_softmax_of_a_times_z_and_round_trips():
 
 
 def test_temperature_scaling_never_changes_the_argmax_including_ties():
-    z, y = synthetic(2000, 10, 5)
+    z, y = overconfident(2000, 10, 5)
     z[::7, 3] = z[::7].max(axis=1)  # exact ties: the lowest index wins, before and after
     cal = make_calibrator("temperature_scaling").fit(z, y)
     assert cal.temperature_ > 1.0
@@ -141,7 +135,7 @@ def test_temperature_scaling_never_changes_the_argmax_including_ties():
 
 
 def test_temperature_scaling_rejects_logits_without_signal():
-    z, y = synthetic(500, 10, 6)
+    z, y = overconfident(500, 10, 6)
     with pytest.raises(ValueError, match="inverse temperature .* <= 0"):
         make_calibrator("temperature_scaling").fit(-z, y)  # the labels' logits are now the lowest
 
@@ -149,7 +143,7 @@ def test_temperature_scaling_rejects_logits_without_signal():
 # ------------------------------------------------------------------------------------ vector scaling
 @pytest.mark.parametrize(("n", "k", "seed"), [(2000, 10, 1), (3000, 100, 3)])
 def test_plain_vector_scaling_equals_the_torch_reference_and_reaches_the_optimum(n, k, seed):
-    z, y = synthetic(n, k, seed)
+    z, y = overconfident(n, k, seed)
     cal = make_calibrator("vector_scaling").fit(z, y)
     assert cal.get_params() == {"optimizer": "plain"}
     d = cal.diagnostics_
@@ -172,7 +166,7 @@ def test_real_plain_vector_scaling_equals_the_torch_reference(model):
 
 
 def test_vector_scaling_variants_share_the_optimum_not_the_stopping_point():
-    z, y = synthetic(3000, 20, 8)
+    z, y = overconfident(3000, 20, 8)
     plain = make_calibrator("vector_scaling").fit(z, y)
     rescaled = make_calibrator("vector_scaling", optimizer="rescaled").fit(z, y)
     w_exact, loss_exact = exact_minimiser(z, y, np.ones(20))
@@ -187,7 +181,7 @@ def test_vector_scaling_variants_share_the_optimum_not_the_stopping_point():
 
 
 def test_vector_scaling_bias_default_stays_rescaled_and_plain_is_available():
-    z, y = synthetic(2000, 10, 9)
+    z, y = overconfident(2000, 10, 9)
     assert make_calibrator("vector_scaling_bias").get_params() == {"optimizer": "rescaled"}
     plain = make_calibrator("vector_scaling_bias", optimizer="plain").fit(z, y)
     assert plain.diagnostics_["converged"] and plain.bias_.shape == (10,)
@@ -195,7 +189,7 @@ def test_vector_scaling_bias_default_stays_rescaled_and_plain_is_available():
 
 @pytest.mark.parametrize("method", ["vector_scaling", "vector_scaling_bias"])
 def test_unknown_optimizer_is_rejected(method):
-    z, y = synthetic(200, 4, 10)
+    z, y = overconfident(200, 4, 10)
     with pytest.raises(ValueError, match="optimizer must be 'plain' or 'rescaled', got 'newton'"):
         make_calibrator(method, optimizer="newton").fit(z, y)
 

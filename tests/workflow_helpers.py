@@ -47,6 +47,15 @@ def run_snakemake(workdir: Path, *args: str, profile: str | None = None, timeout
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
+def overconfident(n, k, seed=0, signal=4.0, scale=2.0):
+    """Overconfident synthetic logits (float32) and labels, like a trained network's (in memory)."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, k, n)
+    logits = (rng.standard_normal((n, k)) * scale).astype(np.float32)
+    logits[np.arange(n), labels] += np.float32(signal)
+    return logits, labels
+
+
 def synthetic_logits(path: Path, n: int = 400, k: int = 4, seed: int = 0, labels=None, sharpness: float = 3.0):
     """Write an overconfident-ish synthetic logits archive; return (logits, labels)."""
     rng = np.random.default_rng(seed)
