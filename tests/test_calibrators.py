@@ -21,6 +21,18 @@ from workflow_helpers import overconfident
 
 REALDATA = SHARED_REALDATA / "logits" / "chenyaofo" / "cifar10"
 METHODS = list(CALIBRATORS)
+#: the full-matrix methods with one regularisation value, i.e. one fit instead of a cross-validated grid:
+#: they take part in the generic properties here; their grid search is tested in test_calibrators_dirichlet.py
+ONE_FIT = {
+    "dirichlet_l2": {"lambdas": [0.01], "device": "cpu"},
+    "dirichlet_odir": {"lambdas": [0.01], "mus": [0.01], "device": "cpu"},
+    "matrix_scaling_odir": {"lambdas": [0.01], "mus": [0.01], "device": "cpu"},
+}
+
+
+def make(method, **options):
+    """``make_calibrator`` with :data:`ONE_FIT`'s options for the full-matrix methods."""
+    return make_calibrator(method, **{**ONE_FIT.get(method, {}), **options})
 SCALING = ["temperature_scaling", "vector_scaling", "vector_scaling_bias"]
 
 
@@ -81,7 +93,7 @@ def test_softmax_single_definition():
 @pytest.mark.parametrize("method", METHODS)
 def test_outputs_are_probabilities(method, data10):
     zc, yc, zt, _ = data10
-    cal = make_calibrator(method).fit(zc, yc)
+    cal = make(method).fit(zc, yc)
     probs = cal.predict_proba(zt)
     assert probs.shape == zt.shape and probs.dtype == np.float64
     assert (probs >= 0).all() and (probs <= 1).all()
@@ -92,7 +104,7 @@ def test_outputs_are_probabilities(method, data10):
 @pytest.mark.parametrize("method", METHODS)
 def test_json_round_trip_is_bit_exact(method, data10):
     zc, yc, zt, _ = data10
-    cal = make_calibrator(method).fit(zc, yc)
+    cal = make(method).fit(zc, yc)
     # the pipeline writes with indent/sort_keys/allow_nan=False
     text = json.dumps(cal.to_json(), indent=2, sort_keys=True, allow_nan=False)
     data = json.loads(text)
@@ -108,15 +120,15 @@ def test_json_round_trip_is_bit_exact(method, data10):
 @pytest.mark.parametrize("method", METHODS)
 def test_refit_is_bit_identical(method, data10):
     zc, yc, zt, _ = data10
-    a = make_calibrator(method).fit(zc, yc).predict_proba(zt)
-    b = make_calibrator(method).fit(zc.copy(), yc.copy()).predict_proba(zt)
+    a = make(method).fit(zc, yc).predict_proba(zt)
+    b = make(method).fit(zc.copy(), yc.copy()).predict_proba(zt)
     assert a.tobytes() == b.tobytes()
 
 
 @pytest.mark.parametrize("method", METHODS)
 def test_input_errors(method, data10):
     zc, yc, zt, _ = data10
-    cal = make_calibrator(method)
+    cal = make(method)
     with pytest.raises(NotFittedError, match="not fitted"):
         cal.predict_proba(zt)
     with pytest.raises(ValueError, match="lie in"):
@@ -139,7 +151,7 @@ def test_thread_count_does_not_change_results():
         for threads in (1, 2):
             torch.set_num_threads(threads)
             out[threads] = {
-                m: make_calibrator(m).fit(z, y).predict_proba(z).tobytes()
+                m: make(m).fit(z, y).predict_proba(z).tobytes()
                 for m in ["uncalibrated", "isotonic", *SCALING]
             }
     finally:
@@ -155,7 +167,7 @@ def test_concurrent_fits_in_threads_match_serial_fits(data10):
     zc, yc, zt, _ = data10
 
     def job(method):
-        return make_calibrator(method).fit(zc, yc).predict_proba(zt).tobytes()
+        return make(method).fit(zc, yc).predict_proba(zt).tobytes()
 
     serial = {m: job(m) for m in METHODS}
     with ThreadPoolExecutor(4) as pool:
@@ -350,7 +362,7 @@ def test_identity_parameters_give_plain_softmax(data10):
 
 def test_scaling_family_ordering_of_calibration_nll(data10):
     zc, yc, _, _ = data10
-    fitted = {m: make_calibrator(m).fit(zc, yc) for m in SCALING}
+    fitted = {m: make(m).fit(zc, yc) for m in SCALING}
     loss = {m: c.diagnostics_["final_loss"] for m, c in fitted.items()}
     # nested models: VS contains TS (all w equal), VS+b contains VS (b = 0)
     assert loss["vector_scaling"] <= loss["temperature_scaling"] + 1e-12
@@ -429,7 +441,7 @@ def test_real_isotonic_matches_sklearn_and_binning_is_valid(real_halves):
 def test_real_all_methods_valid(model):
     z, y = real(model)
     for method in METHODS:
-        probs = make_calibrator(method).fit(z[:5000], y[:5000]).predict_proba(z[5000:])
+        probs = make(method).fit(z[:5000], y[:5000]).predict_proba(z[5000:])
         assert np.isfinite(probs).all() and np.allclose(probs.sum(1), 1, atol=1e-6), method
 
 
@@ -437,10 +449,10 @@ def test_real_all_methods_valid(model):
 def test_scikit_learn_estimator_conventions(method, data10):
     """Hyperparameters through get_params/set_params, clone gives an unfitted twin that fits the same."""
     zc, yc, zt, _ = data10
-    cal = make_calibrator(method, bins=10, unknown_option=1)  # options a method does not take are ignored
+    cal = make(method, bins=10, unknown_option=1)  # options a method does not take are ignored
     params = cal.get_params()
     defaults = type(cal)().get_params()  # e.g. the regularisation grids of the full-matrix methods
-    assert params == ({"bins": 10} if method == "histogram_binning" else defaults)
+    assert params == ({"bins": 10} if method == "histogram_binning" else {**defaults, **ONE_FIT.get(method, {})})
     assert {key: params[key] for key in params.keys() & {"optimizer"}} == (
         {"optimizer": "plain"} if method == "vector_scaling" else
         {"optimizer": "rescaled"} if method == "vector_scaling_bias" else {}

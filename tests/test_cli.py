@@ -37,7 +37,7 @@ def test_help_says_what_each_command_is_for_with_an_example(capsys):
     for command in cli.build_parser()._subparsers._group_actions[0].choices:
         assert f"\n    {command}" in text  # listed with its summary
         assert f"\n  calibrepro {command} " in text  # and one example
-    assert "snakemake --profile workflow/profiles/default" in text and "--debug" in text
+    assert "snakemake --cores 4" in text and "--debug" in text
 
 
 def test_an_error_is_one_line_without_traceback_and_exits_non_zero(tmp_path):
