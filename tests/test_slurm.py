@@ -23,6 +23,7 @@ from pathlib import Path
 import matplotlib.image
 import numpy as np
 import pytest
+import yaml
 
 from workflow_helpers import snakemake_command, synthetic_logits, write_config
 
@@ -217,19 +218,32 @@ def rule_of(slurm_log: str) -> str:
 
 # ---------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def local_run(tmp_path_factory):
-    """The embedded demo run locally with the default profile: the reference for the Slurm run."""
+def demo_config(tmp_path_factory) -> str:
+    """The embedded demo's three trained models with the thesis's six calibrators, without the ensemble,
+    the full-matrix methods, the intervals and the size study: the rules a thesis run sends to Slurm."""
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config["models"]["digits"].pop("ensemble")
+    config["calibrators"] = config["size_study"]["methods"]
+    config.pop("calibrator_options")
+    config["uncertainty"]["enabled"] = config["size_study"]["enabled"] = False
+    config["report"].update(mark_ties=False, reliability_intervals=False)
+    return str(write_config(tmp_path_factory.mktemp("config") / "demo.yaml", config))
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory, demo_config):
+    """The demo run locally with the default profile: the reference for the Slurm run."""
     workdir = tmp_path_factory.mktemp("local")
-    run = run_snakemake(workdir, profiles=LOCAL_PROFILE)
+    run = run_snakemake(workdir, "--configfile", demo_config, profiles=LOCAL_PROFILE)
     assert run.returncode == 0, f"the local reference run failed:\n{run.tail()}"
     say(f"local reference run of the demo (default profile, 2 cores): {run.seconds:.1f} s")
     return workdir
 
 
 @pytest.fixture(scope="module")
-def slurm_run(slurm_cluster, tmp_path_factory):
+def slurm_run(slurm_cluster, tmp_path_factory, demo_config):
     workdir = tmp_path_factory.mktemp("slurm")
-    run = run_snakemake(workdir)
+    run = run_snakemake(workdir, "--configfile", demo_config)
     assert run.returncode == 0, f"the demo through Slurm failed (exit {run.returncode}):\n{run.tail()}"
     return workdir, run
 
