@@ -5,7 +5,11 @@ Builds the reliability data of 32 synthetic models (13 x K=10, 15 x K=100 with 5
 with ``write_reliability_figure`` and prints the total and the split into building the figure,
 rendering the PNG and writing the PDF.
 
-    .venv/bin/python benchmarks/bench_figures.py [--intervals] [--count 32]
+    .venv/bin/python benchmarks/bench_figures.py [--intervals] [--count 32] [--jobs 2]
+
+``--jobs N`` also draws them as a local run of the workflow does: N job threads calling the
+pipeline's figure step, which runs in N worker processes (:mod:`calibrepro.workers`); the time
+includes starting the workers.
 """
 
 from __future__ import annotations
@@ -13,11 +17,13 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 from scipy.special import softmax
 
+from calibrepro import pipeline, workers
 from calibrepro.reliability import read_reliability, reliability_bins, write_reliability
 from calibrepro.report.figures import PDF_METADATA, PNG_METADATA, build_reliability_figure, write_reliability_figure
 from calibrepro.report.labels import METHOD_ORDER
@@ -42,6 +48,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--intervals", action="store_true", help="draw Wilson error bars (level 0.95)")
     parser.add_argument("--count", type=int, default=len(SHAPES), help="number of diagrams (default 32)")
+    parser.add_argument("--jobs", type=int, default=0, help="also draw them in N worker processes, as the workflow")
     args = parser.parse_args()
     level = 0.95 if args.intervals else None
     with tempfile.TemporaryDirectory() as tmp:
@@ -65,9 +72,20 @@ def main() -> None:
             figure.savefig(tmp / "x.pdf", format="pdf", metadata=PDF_METADATA)
             t3 = time.perf_counter()
             build, png, pdf = build + t1 - t0, png + t2 - t1, pdf + t3 - t2
+        if args.jobs:
+            workers.configure(args.jobs, ["calibrepro.report.figures"])
+            start = time.perf_counter()
+            with ThreadPoolExecutor(args.jobs) as jobs:  # Snakemake's job threads
+                list(jobs.map(lambda i: pipeline.figure_step(
+                    sources[i], tmp / f"w{i}.png", tmp / f"w{i}.pdf", language="en", intervals=level), range(len(sources))))
+            parallel = time.perf_counter() - start
+            workers.configure(0)
     print(f"{len(sources)} reliability diagrams (PNG + PDF){' with Wilson intervals' if level else ''}: "
           f"{total:.2f} s wall, {cpu:.2f} s CPU ({total / len(sources):.3f} s each)")
     print(f"  of which build {build:.2f} s, PNG {png:.2f} s, PDF {pdf:.2f} s (second pass)")
+    if args.jobs:
+        print(f"the same in {args.jobs} worker processes, as the workflow draws them: {parallel:.2f} s wall "
+              "(workers started from scratch)")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ command line, ``calibrepro logits``, in a process of its own). Each step reads i
 the module that owns their format, does the work, writes its outputs atomically, and records what
 it did in its ``log`` file (the rule's ``log:``, under ``results/logs/``). Steps hold no state, so
 Snakemake may run several in parallel threads of its own process; each step's log receives only
-the records of its own thread.
+the records of its own thread.  The compute steps are decorated with
+:func:`calibrepro.workers.offload`: in a local run they execute in worker processes (the threads
+only wait), elsewhere in the caller.
 
 File formats and their owners: logits archives :mod:`calibrepro.io`, splits
 :mod:`calibrepro.splits`, calibrator JSON :mod:`calibrepro.calibrators`, per-model evaluation CSVs
@@ -30,9 +32,10 @@ from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 
-from calibrepro.io import load_logits, read_json, write_json, write_text
+from calibrepro.io import load_labels, load_logits, read_json, write_json, write_text
 from calibrepro.metrics import compute_metrics
 from calibrepro.report.metrics_file import concatenate_metrics, format_metrics
+from calibrepro.workers import offload
 
 _logger = logging.getLogger("calibrepro")
 
@@ -109,7 +112,7 @@ def split_step(logits_path, calibration_fraction: float, seed: int, output, *, l
     from calibrepro.splits import make_split, save_split
 
     with step_log(log) as logger:
-        labels = load_logits(logits_path).labels
+        labels = load_labels(logits_path)
         where = f"data set {Path(logits_path).parent.name!r}"  # results/logits/{dataset}/{model}.npz
         calibration, test = make_split(labels, calibration_fraction, seed, where=where)
         save_split(output, calibration, test, labels)
@@ -119,21 +122,27 @@ def split_step(logits_path, calibration_fraction: float, seed: int, output, *, l
         )
 
 
-def _halves(logits_path, split_path):
-    """Load a model's logits and cut them into the calibration and test halves of the split."""
+def _halves(logits_path, split_path, *halves: str) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(logits, labels)`` of a model for each named half of the split (``"calibration"``, ``"test"``).
+
+    Only those rows are read (:func:`calibrepro.io.load_logits`); the split must have been drawn from
+    the same labels.
+    """
     from calibrepro.splits import load_split
 
-    archive = load_logits(logits_path)
+    labels = load_labels(logits_path)
     calibration, test, split_labels = load_split(split_path)
-    if not np.array_equal(archive.labels, split_labels):
+    if not np.array_equal(labels, split_labels):
         raise SplitMismatchError(
             f"{logits_path}: its labels differ from those the split {split_path} was drawn from; "
             "all models of a data set must be evaluated on the same samples in the same order"
         )
-    logits, labels = archive.logits, archive.labels
-    return (logits[calibration], labels[calibration]), (logits[test], labels[test])
+    rows = {"calibration": calibration, "test": test}
+    parts = [load_logits(logits_path, rows=rows[half]) for half in halves]
+    return [(part.logits, part.labels) for part in parts]
 
 
+@offload
 def fit_step(
     logits_path,
     split_path,
@@ -153,12 +162,14 @@ def fit_step(
     from calibrepro.calibrators import make_calibrator
 
     with step_log(log) as logger:
-        (logits, labels), _ = _halves(logits_path, split_path)
+        [(logits, labels)] = _halves(logits_path, split_path, "calibration")
         for method, output in outputs.items():
+            start = time.perf_counter()
             hyperparameters = {**(options or {}).get(method, {}), "bins": bins}
             calibrator = make_calibrator(method, **hyperparameters).fit(logits, labels)
             write_json(output, {**calibrator.to_json(), "calibration_samples": int(len(labels))})
-            logger.info("%s: fitted on %d samples -> %s", method, len(labels), output)
+            seconds = time.perf_counter() - start
+            logger.info("%s: fitted on %d samples in %.2f s -> %s", method, len(labels), seconds, output)
 
 
 def load_calibrator(path, method: str):
@@ -175,6 +186,7 @@ def load_calibrator(path, method: str):
     return calibrator_from_json(data)
 
 
+@offload
 def evaluate_step(
     logits_path,
     split_path,
@@ -198,16 +210,16 @@ def evaluate_step(
 
     with step_log(log) as logger:
         fitted = {method: load_calibrator(path, method) for method, path in calibrators.items()}
-        _, (logits, labels) = _halves(logits_path, split_path)
+        [(logits, labels)] = _halves(logits_path, split_path, "test")
         rows, reliability = [], {}
         for method, calibrator in fitted.items():
+            start = time.perf_counter()
             probabilities = calibrator.predict_proba(logits)
             values = compute_metrics(probabilities, labels, metrics, bins=bins)
             rows += [(dataset, model, method, seed, metric, values[metric]) for metric in metrics]
             reliability[method] = reliability_bins(probabilities, labels, bins=bins)
-            logger.info(
-                "%s: %s", method, ", ".join(f"{metric} {values[metric]:.6g}" for metric in metrics)
-            )
+            summary = ", ".join(f"{metric} {values[metric]:.6g}" for metric in metrics)
+            logger.info("%s: %s (%.2f s)", method, summary, time.perf_counter() - start)
         write_text(metrics_output, format_metrics(rows))
         write_reliability(reliability_output, dataset=dataset, model=model, seed=seed, bins=bins, methods=reliability)
         logger.info("%d test samples; wrote %s and %s", len(labels), metrics_output, reliability_output)
@@ -220,6 +232,7 @@ def gather_metrics_step(inputs: Sequence[str | Path], output, *, log=None) -> No
         logger.info("%d rows from %d evaluation files -> %s", rows, len(inputs), output)
 
 
+@offload
 def table_step(
     metrics_csv,
     metric: str,
@@ -247,6 +260,7 @@ def table_step(
         logger.info("table of %s (%s) -> %s, %s", metric, language, md_output, tex_output)
 
 
+@offload
 def figure_step(reliability_json, png_output, pdf_output, *, language: str, intervals=None, log=None) -> None:
     """Draw one model's reliability diagram (one panel per method) as PNG and PDF.
 
@@ -259,6 +273,7 @@ def figure_step(reliability_json, png_output, pdf_output, *, language: str, inte
         logger.info("reliability diagram of %s -> %s, %s", reliability_json, png_output, pdf_output)
 
 
+@offload
 def reproduction_step(metrics_csv, output, *, published_csv=None, intervals_csv=None, language="en", log=None) -> None:
     """Compare ``metrics.csv`` with the published values (the thesis's appendix by default)."""
     from calibrepro.report.reproduction import write_reproduction_report
@@ -278,6 +293,7 @@ def _read_estimates(evaluation_csv) -> dict[tuple[str, str], float]:
     return {(method, metric): by_seed[seed] for (_, _, method, metric), by_seed in values.items() for seed in by_seed}
 
 
+@offload
 def bootstrap_step(
     logits_path,
     split_path,
@@ -312,7 +328,7 @@ def bootstrap_step(
 
     with step_log(log) as logger:
         fitted = {method: load_calibrator(path, method) for method, path in calibrators.items()}
-        _, (logits, labels) = _halves(logits_path, split_path)
+        [(logits, labels)] = _halves(logits_path, split_path, "test")
         estimates = _read_estimates(evaluation_csv)
         counts = resample_counts(len(labels), resamples, cell_seed(bootstrap_seed, dataset, model, seed))
         methods = list(fitted)
@@ -348,6 +364,7 @@ def gather_uncertainty_step(kind: str, inputs: Sequence[str | Path], output, *, 
         logger.info("%d rows from %d files -> %s", rows, len(inputs), output)
 
 
+@offload
 def rank_step(metrics_csv, md_output, *, metric: str, figures: Mapping[str, tuple], alpha: float, language: str,
               log=None) -> None:
     """Mean ranks, Friedman test and Nemenyi CD of ``metric`` per data set: a table and CD diagrams."""
@@ -358,6 +375,7 @@ def rank_step(metrics_csv, md_output, *, metric: str, figures: Mapping[str, tupl
         logger.info("ranks of %s -> %s and %d CD diagram(s)", metric, md_output, len(figures))
 
 
+@offload
 def size_study_step(
     logits_path,
     split_path,
@@ -379,7 +397,7 @@ def size_study_step(
     from calibrepro.size_study import run_size_study, write_size_study
 
     with step_log(log) as logger:
-        calibration, test = _halves(logits_path, split_path)
+        calibration, test = _halves(logits_path, split_path, "calibration", "test")
         total = len(seeds) * len(sizes) * len(methods)
         with tqdm(total=total, desc=f"size study {dataset}/{model}", unit="fit", disable=None) as progress:
             rows = [
@@ -402,6 +420,7 @@ def gather_size_study_step(inputs: Sequence[str | Path], output, *, log=None) ->
         logger.info("%d rows from %d files -> %s", rows, len(inputs), output)
 
 
+@offload
 def size_study_report_step(study_csv, md_output, *, metric: str, figures: Mapping[str, tuple], language: str,
                            log=None) -> None:
     """The size study's table and one figure per data set."""

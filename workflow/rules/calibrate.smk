@@ -8,6 +8,7 @@ rule split:
         "results/splits/{dataset}/seed{seed}.npz",
     log:
         "results/logs/split/{dataset}/seed{seed}.log",
+    priority: size_priority
     threads: 1
     resources:
         mem_mb=2000,
@@ -27,6 +28,7 @@ rule fit_calibrators:
         [calibrator_path("{dataset}", "{model}", method, "{seed}") for method in METHODS],
     log:
         "results/logs/fit_calibrators/{dataset}/{model}/seed{seed}.log",
+    priority: size_priority
     threads: 1
     resources:
         mem_mb=4000,

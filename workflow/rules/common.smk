@@ -7,7 +7,7 @@ import sys
 from snakemake.settings.types import DeploymentMethod
 from snakemake.utils import min_version
 
-from calibrepro import pipeline
+from calibrepro import pipeline, workers
 
 from calibrepro.config import (
     ConfigError,
@@ -16,6 +16,7 @@ from calibrepro.config import (
     source_settings,
     validate_config,
 )
+from calibrepro.calibrators import module_of
 from calibrepro.io import LogitsFileError, check_agreement
 from calibrepro.zoo import LogitsRequest, get_source
 from calibrepro.zoo.ensemble import check_ensembles
@@ -96,6 +97,12 @@ DOWNLOADS = _collect_downloads()
 
 def logits_path(dataset, model):
     return f"results/logits/{dataset}/{model}.npz"
+
+
+def size_priority(wildcards):
+    """Jobs on bigger logits first, so that the longest start early: log2 of the file's size (0 before it exists)."""
+    path = logits_path(wildcards.dataset, wildcards.model) if "model" in wildcards.keys() else split_source(wildcards)
+    return os.path.getsize(path).bit_length() if os.path.exists(path) else 0
 
 
 def logits_resources(wildcards):
@@ -220,6 +227,34 @@ def check_sources():
             raise WorkflowError(str(error)) from None
 
 
+# What the compute steps import, by the name of their rule (torch's optimisers import torch._dynamo on first use);
+# the worker processes' fork server imports it once, before the first step can start.
+_CALIBRATION = ("torch._dynamo", "calibrepro.reliability", *sorted({module_of(method) for method in METHODS}))
+_DRAWING = ("calibrepro.report.figures", "calibrepro.report.cd_diagram")
+WORKER_IMPORTS = {
+    **dict.fromkeys(["fit_calibrators", "evaluate", "size_study"], _CALIBRATION),
+    "bootstrap": (*_CALIBRATION, "calibrepro.bootstrap"),
+    **dict.fromkeys(["reliability_figure", "named_figure", "ranks", "size_study_report"], _DRAWING),
+    **dict.fromkeys(["table", "reproduction"], ("calibrepro.report.tables", "calibrepro.report.reproduction")),
+}
+
+
+def start_workers():
+    """Send the compute steps to worker processes when local jobs run as threads of this process.
+
+    With profiles/default every local job is a thread of this Snakemake process, and the interpreter
+    lock would let one compute at a time; so the steps of two or more compute jobs go to as many
+    worker processes as there are cores, whose fork server imports what those steps need once
+    (calibrepro.workers). Slurm jobs and runs without the profile run each step in a process anyway.
+    """
+    if not workflow.use_threads or not workflow.local_exec or workflow.remote_exec or workflow.subprocess_exec:
+        return
+    compute = [job.rule.name for job in workflow.dag.needrun_jobs() if job.rule.name in WORKER_IMPORTS]
+    if len(compute) > 1:
+        preload = sorted({module for rule in compute for module in WORKER_IMPORTS[rule]})
+        workers.configure(workflow.global_resources["_cores"].value or 1, preload)
+
+
 def failed_steps():
     """(rule, wildcards, logs) of each job that failed in this run, for the error summary."""
     failed = []
@@ -246,6 +281,7 @@ def output_groups():
 
 onstart:
     check_sources()
+    start_workers()
 
 
 onsuccess:

@@ -17,6 +17,7 @@ rule evaluate:
         reliability="results/reliability/{dataset}/{model}/seed{seed}.json",
     log:
         "results/logs/evaluate/{dataset}/{model}/seed{seed}.log",
+    priority: size_priority
     threads: 1
     resources:
         mem_mb=4000,

@@ -122,17 +122,24 @@ class Calibrator(BaseEstimator):
 
     ``predict_proba`` returns float64 probabilities whose rows sum to 1.  ``to_json`` returns
     ``{"method", "hyperparameters", "params", "diagnostics"}``; ``from_json`` rebuilds a fitted
-    calibrator whose ``predict_proba`` is bit-identical.  A subclass sets :attr:`method` (its
-    registry key), :attr:`display_names` (table headings per report language) and
-    :attr:`reference` (the paper), implements ``fit``, ``predict_proba`` and the pair
-    ``_fitted_params`` / ``_set_fitted_params`` (fitted state <-> JSON-ready dict).
+    calibrator whose ``predict_proba`` is bit-identical.  A subclass sets :attr:`display_names`
+    (table headings per report language) and :attr:`reference` (the paper), implements ``fit``,
+    ``predict_proba`` and the pair ``_fitted_params`` / ``_set_fitted_params`` (fitted state <->
+    JSON-ready dict); its :attr:`method` comes from the registry (``calibrepro.calibrators``).
     """
 
+    #: the registry key of the class (set on subclassing; "" for a class that is not registered)
     method: ClassVar[str] = ""
     #: column heading of the method in the report, per language
     display_names: ClassVar[dict[str, str]] = {}
     #: the paper the method comes from (shown by ``calibrepro`` and in docs)
     reference: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        from calibrepro.calibrators import method_of
+
+        cls.method = method_of(cls)
 
     def fit(self, logits: np.ndarray, labels: np.ndarray) -> "Calibrator":
         """Fit on calibration logits (N, K) and integer labels (N,); return ``self``."""
@@ -180,7 +187,6 @@ class Uncalibrated(Calibrator):
     calibrate; returned as float64 (exact widening).
     """
 
-    method = "uncalibrated"
     display_names = {"ru": "До калибровки", "en": "Uncalibrated"}
     reference = "softmax of the model's logits"
 

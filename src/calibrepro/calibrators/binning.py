@@ -22,7 +22,6 @@ class HistogramBinning(Calibrator):
     ``values_`` (K, M) float64 with NaN for empty bins.
     """
 
-    method = "histogram_binning"
     display_names = {"ru": "Hist-binning", "en": "Hist. binning"}
     reference = "Zadrozny & Elkan 2001; Guo et al. 2017"
 

@@ -60,7 +60,6 @@ def simplex_least_squares(gram: np.ndarray, linear: np.ndarray) -> tuple[np.ndar
 class EnsembleTemperatureScaling(Calibrator):
     """Ensemble temperature scaling (ETS; Zhang et al. 2020, sec. 3.1): see the module docstring."""
 
-    method = "ensemble_temperature_scaling"
     display_names = {"ru": "ETS", "en": "ETS"}
     reference = "Zhang, Kailkhura & Han 2020 (Mix-n-Match, ICML), sec. 3.1"
 

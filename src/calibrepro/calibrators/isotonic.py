@@ -103,7 +103,6 @@ class IsotonicCalibration(Calibrator):
     arrays, exactly scikit-learn's ``X_thresholds_`` / ``y_thresholds_``.
     """
 
-    method = "isotonic"
     display_names = {"ru": "Isotonic", "en": "Isotonic"}
     reference = "Zadrozny & Elkan 2002"
 

@@ -273,7 +273,6 @@ class TemperatureScaling(_ScalingCalibrator):
     stored alongside for readers.  ``a > 0`` is checked, so the argmax never changes.
     """
 
-    method = "temperature_scaling"
     display_names = {"ru": "T-scaling", "en": "T-scaling"}
     reference = "Guo et al. 2017, sec. 4.2"
     LBFGS_SETTINGS: ClassVar[dict] = TORCH_LBFGS_DEFAULTS
@@ -392,7 +391,6 @@ class VectorScaling(_ScalingCalibrator):
     ``w`` is stored (JSON round trips are bit-exact).
     """
 
-    method = "vector_scaling"
     display_names = {"ru": "V-scaling", "en": "V-scaling"}
     reference = "Guo et al. 2017, sec. 4.2"
     LBFGS_SETTINGS: ClassVar[dict] = _VS_SETTINGS
@@ -574,7 +572,6 @@ class VectorScalingBias(VectorScaling):
     default stays.
     """
 
-    method = "vector_scaling_bias"
     display_names = {"ru": "V-scaling + bias", "en": "V-scaling + bias"}
     reference = "Guo et al. 2017, sec. 4.2; Kull et al. 2019"
     _bias = True

@@ -1,0 +1,118 @@
+"""Worker processes for the workflow's compute steps when Snakemake runs its jobs as threads.
+
+With ``force-use-threads`` (``profiles/default``, read by Snakemake on every run) all jobs of a
+local run are threads of the one Snakemake process.  That saves starting a Snakemake process per
+job (seconds each), but the interpreter lock lets only one of those threads run Python at a time:
+on 2 cores the thesis-shaped appendix took as long with ``--cores 2`` as with ``--cores 1``, and
+the threads' hand-overs of the lock cost millions of futex calls.  So the Snakefile calls
+:func:`configure` with its core count, and every step decorated with :func:`offload` then runs in
+one of that many long-lived worker processes (started on first use, each importing the libraries
+once); the job's thread only waits for it.  Elsewhere (a Slurm job, ``--workflow-profile none``,
+tests and library calls) nothing is configured and steps run inline, in the caller.  The first
+worker starts when :func:`configure` is called (Snakemake's ``onstart``), so its imports overlap
+the run's first jobs (the logits, the splits) instead of delaying the first step.
+
+Workers come from a ``forkserver`` (not ``fork``: the Snakemake process has threads), run every
+library single-threaded (the parallelism is the number of processes, as Snakemake planned it),
+and exit by themselves within a second when the Snakemake process is gone, even if it was killed.
+A step's result and its exceptions come back to the job's thread as if the step had run there.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import multiprocessing
+import os
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+#: environment of the workers: one thread for every numerical library imported in them
+_ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+
+_lock = threading.Lock()
+_state: dict = {"processes": 0, "preload": (), "pool": None, "in_worker": False}
+
+
+class WorkerDiedError(RuntimeError):
+    """A worker process ended in the middle of a step (killed, or out of memory)."""
+
+
+def configure(processes: int, preload: tuple[str, ...] = ()) -> None:
+    """Run offloaded steps in up to ``processes`` worker processes (0 or 1: inline, the default).
+
+    ``preload``: modules the fork server imports once for all workers, beyond the steps' own
+    (torch for the fits: about 3 s per process, with what its optimisers import on first use).
+    """
+    with _lock:
+        pool, _state["pool"] = _state["pool"], None
+        _state["processes"] = max(0, int(processes))
+        _state["preload"] = tuple(preload)
+    if pool is not None:  # a new configuration gets new workers
+        pool.shutdown()
+    if _state["processes"] > 1:  # start the fork server and a worker now, beside the run's first jobs
+        threading.Thread(target=_start_one, name="calibrepro-workers-start", daemon=True).start()
+
+
+def _start_one() -> None:
+    """Start a worker (blocks until the fork server has imported everything, seconds)."""
+    try:
+        _pool().submit(os.getpid)
+    except Exception:  # noqa: BLE001 - the first step's own submission reports what went wrong
+        pass
+
+
+def _worker_start() -> None:
+    """In each new worker: one thread per library, and exit when the parent is gone."""
+    os.environ.update(_ONE_THREAD)
+    _state["in_worker"] = True
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)  # the libraries already loaded (numpy's BLAS)
+    parent = multiprocessing.parent_process()  # the process that asked for the worker, not the fork server
+
+    def watch() -> None:  # a killed Snakemake cannot shut its pool down; its workers see it here
+        while parent.is_alive():
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="calibrepro-parent-watch", daemon=True).start()
+
+
+def _pool() -> ProcessPoolExecutor:
+    with _lock:
+        if _state["pool"] is None:
+            context = multiprocessing.get_context("forkserver")
+            # The fork server imports the step modules once; every worker forked from it has them
+            # (``__main__``, Snakemake's, first: else every worker would import it again).
+            context.set_forkserver_preload(["__main__", "calibrepro.pipeline", *_state["preload"]])
+            _state["pool"] = ProcessPoolExecutor(_state["processes"], context, initializer=_worker_start)
+        return _state["pool"]
+
+
+def _call(module: str, name: str, args: tuple, kwargs: dict):
+    """In a worker: the step ``module.name`` itself (its :func:`offload` wrapper runs it inline here)."""
+    return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+
+def offload(step):
+    """Decorate a step function so that it runs in a worker process once :func:`configure` asked for them."""
+
+    @functools.wraps(step)
+    def run(*args, **kwargs):
+        if _state["processes"] < 2 or _state["in_worker"]:
+            return step(*args, **kwargs)
+        future = _pool().submit(_call, step.__module__, step.__name__, args, kwargs)
+        try:
+            return future.result()
+        except BrokenProcessPool:
+            with _lock:  # the next step gets a fresh pool
+                _state["pool"] = None
+            raise WorkerDiedError(
+                f"the worker process running {step.__name__} ended without finishing it (killed, or out of "
+                "memory?); run the workflow again to redo this step"
+            ) from None
+
+    return run
