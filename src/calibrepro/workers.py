@@ -9,8 +9,8 @@ the threads' hand-overs of the lock cost millions of futex calls.  So the Snakef
 one of that many long-lived worker processes (started on first use, each importing the libraries
 once); the job's thread only waits for it.  Elsewhere (a Slurm job, ``--workflow-profile none``,
 tests and library calls) nothing is configured and steps run inline, in the caller.  The first
-worker starts when :func:`configure` is called (Snakemake's ``onstart``), so its imports overlap
-the run's first jobs (the logits, the splits) instead of delaying the first step.
+fork server starts its imports when :func:`configure` is called (Snakemake's ``onstart``), so they
+overlap the run's first jobs (the logits, the splits) instead of delaying the first step.
 
 Workers come from a ``forkserver`` (not ``fork``: the Snakemake process has threads), run every
 library single-threaded (the parallelism is the number of processes, as Snakemake planned it),
@@ -24,6 +24,7 @@ import functools
 import importlib
 import multiprocessing
 import os
+from multiprocessing import forkserver
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -33,7 +34,7 @@ from concurrent.futures.process import BrokenProcessPool
 _ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 
 _lock = threading.Lock()
-_state: dict = {"processes": 0, "preload": (), "pool": None, "in_worker": False}
+_state: dict = {"processes": 0, "pool": None, "in_worker": False}
 
 
 class WorkerDiedError(RuntimeError):
@@ -49,19 +50,14 @@ def configure(processes: int, preload: tuple[str, ...] = ()) -> None:
     with _lock:
         pool, _state["pool"] = _state["pool"], None
         _state["processes"] = max(0, int(processes))
-        _state["preload"] = tuple(preload)
     if pool is not None:  # a new configuration gets new workers
         pool.shutdown()
-    if _state["processes"] > 1:  # start the fork server and a worker now, beside the run's first jobs
-        threading.Thread(target=_start_one, name="calibrepro-workers-start", daemon=True).start()
-
-
-def _start_one() -> None:
-    """Start a worker (blocks until the fork server has imported everything, seconds)."""
-    try:
-        _pool().submit(os.getpid)
-    except Exception:  # noqa: BLE001 - the first step's own submission reports what went wrong
-        pass
+    if _state["processes"] > 1:
+        # The fork server starts importing now, beside the run's first jobs (this does not wait for it;
+        # if the run ends first, the server exits by itself once it has imported everything).
+        # The workers themselves start with the first step.
+        multiprocessing.get_context("forkserver").set_forkserver_preload(["__main__", "calibrepro.pipeline", *preload])
+        forkserver.ensure_running()
 
 
 def _worker_start() -> None:
@@ -84,10 +80,9 @@ def _worker_start() -> None:
 def _pool() -> ProcessPoolExecutor:
     with _lock:
         if _state["pool"] is None:
+            # The fork server imports the step modules once (configure: ``__main__``, Snakemake's, too:
+            # else every worker would import it again); every worker forked from it has them.
             context = multiprocessing.get_context("forkserver")
-            # The fork server imports the step modules once; every worker forked from it has them
-            # (``__main__``, Snakemake's, first: else every worker would import it again).
-            context.set_forkserver_preload(["__main__", "calibrepro.pipeline", *_state["preload"]])
             _state["pool"] = ProcessPoolExecutor(_state["processes"], context, initializer=_worker_start)
         return _state["pool"]
 
