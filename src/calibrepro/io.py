@@ -127,6 +127,23 @@ def tidy_csv(columns, rows) -> str:
     return buffer.getvalue()
 
 
+def read_tidy_csv(path, columns, error=ValueError) -> Iterator[tuple[int, dict]]:
+    """``(line number, row)`` of each data row of a tidy CSV file that must hold ``columns``.
+
+    Raises ``error`` when the file does not exist or lacks one of ``columns``; the values are the
+    caller's to check (their messages should name ``path`` and the line).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise error(f"{path}: no such file")
+    with open(path, newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        missing = [c for c in columns if c not in (reader.fieldnames or [])]
+        if missing:
+            raise error(f"{path}: missing column(s) {missing}; expected {list(columns)}")
+        yield from enumerate(reader, start=2)
+
+
 def concatenate_csv(inputs, output, columns, error=ValueError, what: str = "a tidy CSV file") -> int:
     """Write ``output``: the tidy CSV files ``inputs`` (each under the header ``columns``) in order.
 

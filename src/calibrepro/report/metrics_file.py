@@ -19,13 +19,11 @@ in one row, one of them bold).
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from calibrepro.io import concatenate_csv, tidy_csv
+from calibrepro.io import concatenate_csv, read_tidy_csv, tidy_csv
 from calibrepro.report.labels import metric_spec
 
 COLUMNS = ("dataset", "model", "method", "seed", "metric", "value")
@@ -76,51 +74,43 @@ class Metrics:
 
 def read_metrics(path: str | os.PathLike) -> Metrics:
     """Read and check a metrics file; NaN and empty values count as missing."""
-    path = Path(path)
-    if not path.is_file():
-        raise MetricsFileError(f"{path}: no such file")
     result = Metrics()
     seen_rows: set = set()
     seen_methods: set = set()
     seen_metrics: set = set()
     seeds: set = set()
-    with open(path, newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
-        if missing:
-            raise MetricsFileError(f"{path}: missing column(s) {missing}; expected {list(COLUMNS)}")
-        for line, record in enumerate(reader, start=2):
-            dataset, model, method, metric = (record[c].strip() for c in ("dataset", "model", "method", "metric"))
-            if not all((dataset, model, method, metric)):
-                raise MetricsFileError(f"{path}, line {line}: empty dataset, model, method or metric")
-            try:
-                seed = int(record["seed"])
-            except (TypeError, ValueError):
-                raise MetricsFileError(f"{path}, line {line}: seed {record['seed']!r} is not an integer") from None
-            text = (record["value"] or "").strip()
-            try:
-                value = float(text) if text else math.nan
-            except ValueError:
-                raise MetricsFileError(f"{path}, line {line}: value {text!r} is not a number") from None
-            key = (dataset, model, method, metric)
-            by_seed = result.values.setdefault(key, {})
-            if seed in by_seed:
-                raise MetricsFileError(f"{path}, line {line}: a second value for {'/'.join(key)}, seed {seed}")
-            if (dataset, model) not in seen_rows:
-                seen_rows.add((dataset, model))
-                result.rows.append((dataset, model))
-            if method not in seen_methods:
-                seen_methods.add(method)
-                result.methods.append(method)
-            if metric not in seen_metrics:
-                seen_metrics.add(metric)
-                result.metrics.append(metric)
-            if math.isnan(value):
-                continue
-            if math.isinf(value):
-                raise MetricsFileError(f"{path}, line {line}: value of {'/'.join(key)} is infinite")
-            by_seed[seed] = value
-            seeds.add(seed)
+    for line, record in read_tidy_csv(path, COLUMNS, MetricsFileError):
+        dataset, model, method, metric = (record[c].strip() for c in ("dataset", "model", "method", "metric"))
+        if not all((dataset, model, method, metric)):
+            raise MetricsFileError(f"{path}, line {line}: empty dataset, model, method or metric")
+        try:
+            seed = int(record["seed"])
+        except (TypeError, ValueError):
+            raise MetricsFileError(f"{path}, line {line}: seed {record['seed']!r} is not an integer") from None
+        text = (record["value"] or "").strip()
+        try:
+            value = float(text) if text else math.nan
+        except ValueError:
+            raise MetricsFileError(f"{path}, line {line}: value {text!r} is not a number") from None
+        key = (dataset, model, method, metric)
+        by_seed = result.values.setdefault(key, {})
+        if seed in by_seed:
+            raise MetricsFileError(f"{path}, line {line}: a second value for {'/'.join(key)}, seed {seed}")
+        if (dataset, model) not in seen_rows:
+            seen_rows.add((dataset, model))
+            result.rows.append((dataset, model))
+        if method not in seen_methods:
+            seen_methods.add(method)
+            result.methods.append(method)
+        if metric not in seen_metrics:
+            seen_metrics.add(metric)
+            result.metrics.append(metric)
+        if math.isnan(value):
+            continue
+        if math.isinf(value):
+            raise MetricsFileError(f"{path}, line {line}: value of {'/'.join(key)} is infinite")
+        by_seed[seed] = value
+        seeds.add(seed)
     result.seeds = sorted(seeds)
     return result
 

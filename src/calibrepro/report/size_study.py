@@ -9,7 +9,6 @@ with matplotlib's object-oriented API only, byte-stable as :mod:`calibrepro.repo
 
 from __future__ import annotations
 
-import csv
 import math
 from collections import OrderedDict
 
@@ -17,11 +16,12 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
-from calibrepro.io import atomic_path, write_text
+from calibrepro.io import atomic_path, read_tidy_csv, write_text
 from calibrepro.report.figures import PDF_METADATA, PNG_METADATA, ordered_methods
 from calibrepro.report.labels import dataset_name, format_number, method_name, metric_spec, short_name
 from calibrepro.report.metrics_file import summarise
 from calibrepro.report.tables import md_escape
+from calibrepro.size_study import COLUMNS
 
 #: one colour per method, in the thesis's column order (matplotlib's tab10)
 METHOD_COLORS = ("#7f7f7f", "#9467bd", "#ff7f0e", "#1f77b4", "#2ca02c", "#d62728", "#8c564b", "#e377c2")
@@ -32,13 +32,12 @@ _AXIS = {"ru": "Размер калибровочной выборки", "en": "
 def read_size_study(path, metric: str) -> OrderedDict:
     """``{(dataset, model): {method: {size: {seed: value}}}}`` of ``metric``, in file order."""
     out: OrderedDict = OrderedDict()
-    with open(path, newline="", encoding="utf-8") as handle:
-        for row in csv.DictReader(handle):
-            if row["metric"] != metric:
-                continue
-            by_method = out.setdefault((row["dataset"], row["model"]), OrderedDict())
-            by_size = by_method.setdefault(row["method"], OrderedDict())
-            by_size.setdefault(int(row["size"]), {})[int(row["seed"])] = float(row["value"])
+    for _, row in read_tidy_csv(path, COLUMNS):
+        if row["metric"] != metric:
+            continue
+        by_method = out.setdefault((row["dataset"], row["model"]), OrderedDict())
+        by_size = by_method.setdefault(row["method"], OrderedDict())
+        by_size.setdefault(int(row["size"]), {})[int(row["seed"])] = float(row["value"])
     if not out:
         raise ValueError(f"{path}: no rows of metric {metric!r}")
     return out

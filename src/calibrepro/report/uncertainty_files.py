@@ -7,12 +7,10 @@ report.
 
 from __future__ import annotations
 
-import csv
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from calibrepro.io import concatenate_csv, tidy_csv, write_text
+from calibrepro.io import concatenate_csv, read_tidy_csv, tidy_csv, write_text
 
 INTERVAL_COLUMNS = ("dataset", "model", "method", "seed", "metric", "estimate", "low", "high", "level", "B")
 COMPARISON_COLUMNS = ("dataset", "model", "seed", "metric", "method", "best", "difference", "low", "high",
@@ -58,20 +56,12 @@ class Comparisons:
 
 
 def _rows(path, columns):
-    path = Path(path)
-    if not path.is_file():
-        raise UncertaintyFileError(f"{path}: no such file")
-    with open(path, newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        missing = [c for c in columns if c not in (reader.fieldnames or [])]
-        if missing:
-            raise UncertaintyFileError(f"{path}: missing column(s) {missing}; expected {list(columns)}")
-        for line, row in enumerate(reader, start=2):
-            try:
-                row["seed"], row["B"], row["level"] = int(row["seed"]), int(row["B"]), float(row["level"])
-            except ValueError:
-                raise UncertaintyFileError(f"{path}, line {line}: seed, B or level is not a number") from None
-            yield line, row
+    for line, row in read_tidy_csv(path, columns, UncertaintyFileError):
+        try:
+            row["seed"], row["B"], row["level"] = int(row["seed"]), int(row["B"]), float(row["level"])
+        except ValueError:
+            raise UncertaintyFileError(f"{path}, line {line}: seed, B or level is not a number") from None
+        yield line, row
 
 
 def read_intervals(path: str | os.PathLike) -> Intervals:
