@@ -222,7 +222,9 @@ def validate_logits(logits, labels, where: str = "logits", rows=None) -> Logits:
     labels = _check_shapes(logits, labels, where)
     if rows is None:
         rows = np.arange(len(labels))
-        logits = np.array(logits, dtype=np.float32)  # a copy: never a view of a mapped file
+        # a mapped file is read into memory (never kept as a view of the file); an array is only cast
+        mapped = isinstance(logits, np.memmap)
+        logits = np.array(logits, dtype=np.float32) if mapped else logits.astype(np.float32, copy=False)
     else:
         rows = np.asarray(rows, dtype=np.int64)
         logits = np.asarray(logits[rows], dtype=np.float32)
