@@ -6,11 +6,12 @@ job (seconds each), but the interpreter lock lets only one of those threads run 
 on 2 cores the thesis-shaped appendix took as long with ``--cores 2`` as with ``--cores 1``, and
 the threads' hand-overs of the lock cost millions of futex calls.  So the Snakefile calls
 :func:`configure` with its core count, and every step decorated with :func:`offload` then runs in
-one of that many long-lived worker processes (started on first use, each importing the libraries
-once); the job's thread only waits for it.  Elsewhere (a Slurm job, ``--workflow-profile none``,
-tests and library calls) nothing is configured and steps run inline, in the caller.  The first
-fork server starts its imports when :func:`configure` is called (Snakemake's ``onstart``), so they
-overlap the run's first jobs (the logits, the splits) instead of delaying the first step.
+one of that many long-lived worker processes (started on first use); the job's thread only waits
+for it.  Elsewhere (a Slurm job, ``--workflow-profile none``, tests and library calls) nothing is
+configured and steps run inline, in the caller.  The workers are forked from one fork server that
+imports the libraries once for all of them; it starts its imports when :func:`configure` is called
+(Snakemake's ``onstart``), so they overlap the run's first jobs (the logits, the splits) instead
+of delaying the first step.
 
 Workers come from a ``forkserver`` (not ``fork``: the Snakemake process has threads), run every
 library single-threaded (the parallelism is the number of processes, as Snakemake planned it),
@@ -24,11 +25,11 @@ import functools
 import importlib
 import multiprocessing
 import os
-from multiprocessing import forkserver
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from multiprocessing import forkserver
 
 #: environment of the workers: one thread for every numerical library imported in them
 _ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
@@ -44,8 +45,8 @@ class WorkerDiedError(RuntimeError):
 def configure(processes: int, preload: tuple[str, ...] = ()) -> None:
     """Run offloaded steps in up to ``processes`` worker processes (0 or 1: inline, the default).
 
-    ``preload``: modules the fork server imports once for all workers, beyond the steps' own
-    (torch for the fits: about 3 s per process, with what its optimisers import on first use).
+    ``preload``: modules the fork server imports once for all workers, beyond the step module
+    (torch and what its optimisers import on first use: about 3 s, paid once instead of per worker).
     """
     with _lock:
         pool, _state["pool"] = _state["pool"], None
