@@ -33,7 +33,7 @@ def process_id() -> int:
 
 
 @workers.offload
-def die() -> None:
+def die(*, log=None) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -63,9 +63,11 @@ def test_a_steps_error_reaches_the_job_with_its_type_message_and_log_line(tmp_pa
     assert (tmp_path / "fit.log").read_text().splitlines()[-1] == f"error: {tmp_path / 'missing.npz'}: no such file"
 
 
-def test_a_killed_worker_fails_its_step_with_a_message_and_the_next_step_gets_a_new_one(two_workers):
+def test_a_killed_worker_fails_its_step_with_a_message_and_the_next_step_gets_a_new_one(tmp_path, two_workers):
     with pytest.raises(workers.WorkerDiedError, match="the worker process running die ended without finishing it"):
-        die()
+        die(log=tmp_path / "die.log")
+    # the workflow's failure summary prints a step's last log line: it is the error, not the last progress
+    assert (tmp_path / "die.log").read_text().startswith("error: the worker process running die ended")
     assert process_id() != os.getpid()
 
 

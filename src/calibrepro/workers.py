@@ -106,9 +106,13 @@ def offload(step):
         except BrokenProcessPool:
             with _lock:  # the next step gets a fresh pool
                 _state["pool"] = None
-            raise WorkerDiedError(
+            message = (
                 f"the worker process running {step.__name__} ended without finishing it (killed, or out of "
                 "memory?); run the workflow again to redo this step"
-            ) from None
+            )
+            if kwargs.get("log"):  # the step could not end its log with its error: say it there
+                with open(kwargs["log"], "a", encoding="utf-8") as log:
+                    log.write(f"error: {message}\n")
+            raise WorkerDiedError(message) from None
 
     return run
