@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import numpy as np
@@ -124,3 +125,19 @@ def test_every_module_the_workflow_preloads_for_the_workers_exists():
     assert {"torch._dynamo", "calibrepro.calibrators.scaling", "calibrepro.report.figures"} <= modules
     for module in sorted(modules):
         importlib.import_module(module)
+
+
+def test_end_of_run_stops_the_workers_and_cancels_the_schedulers_leftover_timers(two_workers):
+    """Snakemake's rate limiter leaves non-daemon 1 s timers behind; Python would wait for them at exit."""
+    fired = []
+    timer = threading.Timer(60, fired.append, args=[True])
+    timer.start()
+    worker = process_id()
+    workers.end_of_run()
+    timer.join(timeout=5)
+    assert not timer.is_alive() and not fired
+    deadline = time.monotonic() + 10  # the fork server, its parent, reaps it
+    while os.path.exists(f"/proc/{worker}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not os.path.exists(f"/proc/{worker}"), "the worker outlived the run"
+    assert process_id() != worker  # a later run (configure still asks for workers) gets new ones

@@ -61,6 +61,23 @@ def configure(processes: int, preload: tuple[str, ...] = ()) -> None:
         forkserver.ensure_running()
 
 
+def end_of_run() -> None:
+    """At the end of a run (Snakemake's ``onsuccess`` and ``onerror``): stop the workers, let the process exit.
+
+    Snakemake's job-rate limiter (``--max-jobs-per-timespan``, 100/1s by default) starts a
+    ``threading.Timer`` of one timespan at each pass of its scheduler while jobs run, only to wake
+    the scheduler again; they are not daemon threads, so Python waited for the last one before
+    exiting, up to a second after every run. Once the run is over they wake nobody: cancelled here.
+    """
+    with _lock:
+        pool, _state["pool"] = _state["pool"], None
+    if pool is not None:
+        pool.shutdown(cancel_futures=True)
+    for thread in threading.enumerate():
+        if isinstance(thread, threading.Timer):
+            thread.cancel()
+
+
 def _worker_start() -> None:
     """In each new worker: one thread per library, and exit when the parent is gone."""
     os.environ.update(_ONE_THREAD)

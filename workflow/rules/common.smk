@@ -285,8 +285,10 @@ onstart:
 
 
 onsuccess:
+    workers.end_of_run()
     print(pipeline.outputs_summary(output_groups()), file=sys.stderr)
 
 
 onerror:
+    workers.end_of_run()
     print(pipeline.failure_summary(failed_steps()), file=sys.stderr)
