@@ -6,8 +6,10 @@
 #                  make demo TORCH_INDEX=https://download.pytorch.org/whl/cpu
 #   PIP_OPTIONS  - extra options for every pip install (a proxy, --extra-index-url, --no-cache-dir)
 #   CORES        - cores Snakemake may use (default 2)
+#   TEST_WORKERS - pytest processes for `make test` (default auto: one per core, at most 4; 0: none)
 PYTHON ?= python3
 CORES ?= 2
+TEST_WORKERS ?= auto
 PIP_OPTIONS ?=
 TORCH_INDEX ?=
 VENV := .venv
@@ -34,8 +36,10 @@ demo: $(STAMP)
 unlock: $(STAMP)
 	$(BIN)/python tools/snakemake_lock.py --unlock
 
+# The suite runs in TEST_WORKERS pytest processes (pytest-xdist; at most 4 for `auto`), a test module
+# at a time in each: the Slurm tests share one cluster, so they must stay in one process (--dist loadfile).
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PIP) '.[bench]'
