@@ -49,10 +49,8 @@ def configure(processes: int, preload: tuple[str, ...] = ()) -> None:
     (torch and what its optimisers import on first use: about 3 s, paid once instead of per worker).
     """
     with _lock:
-        pool, _state["pool"] = _state["pool"], None
         _state["processes"] = max(0, int(processes))
-    if pool is not None:  # a new configuration gets new workers
-        pool.shutdown()
+    _close_pool()  # a new configuration gets new workers
     if _state["processes"] > 1:
         # The fork server starts importing now, beside the run's first jobs (this does not wait for it;
         # if the run ends first, the server exits by itself once it has imported everything).
@@ -69,13 +67,18 @@ def end_of_run() -> None:
     the scheduler again; they are not daemon threads, so Python waited for the last one before
     exiting, up to a second after every run. Once the run is over they wake nobody: cancelled here.
     """
+    _close_pool()
+    for thread in threading.enumerate():
+        if isinstance(thread, threading.Timer):
+            thread.cancel()
+
+
+def _close_pool() -> None:
+    """Stop the current workers, if any (the next offloaded step starts new ones)."""
     with _lock:
         pool, _state["pool"] = _state["pool"], None
     if pool is not None:
         pool.shutdown(cancel_futures=True)
-    for thread in threading.enumerate():
-        if isinstance(thread, threading.Timer):
-            thread.cancel()
 
 
 def _worker_start() -> None:
