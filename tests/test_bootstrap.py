@@ -13,6 +13,7 @@ from threadpoolctl import threadpool_limits
 
 from calibrepro import bootstrap as B
 from calibrepro import metrics as M
+from calibrepro import resampling as R
 
 
 def synthetic(n: int, k: int, seed: int, scale: float = 2.0):
@@ -31,13 +32,13 @@ def test_fast_replicates_equal_brute_force_recomputation(n, k):
     probs, labels = synthetic(n, k, seed=n + k)
     names = list(M.METRICS)
     counts = B.resample_counts(n, 6, seed=1)
-    resampler = B.MetricResampler(probs, labels, names, bins=15)
-    fast = resampler.replicates(counts)
+    fast = R.Resampling(probs, labels, names, bins=15).replicates(counts)
+    bandwidth = M.smooth_ece_bandwidth(*M.top_label(probs, labels))  # the resamples keep the estimate's
     for r in range(counts.shape[0]):
         index = np.repeat(np.arange(n), counts[r])  # the resample as a multiset, samples in order
         brute = M.compute_metrics(probs[index], labels[index], [m for m in names if m != "smooth_ece"], bins=15)
         conf, correct = M.top_label(probs[index], labels[index])
-        brute["smooth_ece"] = M.smooth_ece_at(conf, correct, resampler.smooth_bandwidth)  # fixed bandwidth
+        brute["smooth_ece"] = M.smooth_ece_at(conf, correct, bandwidth)  # fixed bandwidth
         for name in names:
             assert fast[name][r] == pytest.approx(brute[name], abs=1e-12, rel=1e-12), name
 
@@ -45,10 +46,10 @@ def test_fast_replicates_equal_brute_force_recomputation(n, k):
 def test_smooth_ece_fine_grid_path_equals_the_dense_map(monkeypatch):
     probs, labels = synthetic(300, 5, seed=9)
     counts = B.resample_counts(300, 20, seed=2)
-    dense = B.MetricResampler(probs, labels, ["smooth_ece"]).replicates(counts)["smooth_ece"]
-    monkeypatch.setattr(B, "_SMOOTH_MAP_ENTRIES", 0)  # force the FFT path
-    resampler = B.MetricResampler(probs, labels, ["smooth_ece"])
-    assert resampler.smooth_map is None
+    dense = R.Resampling(probs, labels, ["smooth_ece"]).replicates(counts)["smooth_ece"]
+    monkeypatch.setattr(R, "_SMOOTH_MAP_ENTRIES", 0)  # force the FFT path
+    resampler = R.Resampling(probs, labels, ["smooth_ece"])
+    assert resampler._replicate["smooth_ece"].map is None
     np.testing.assert_allclose(resampler.replicates(counts)["smooth_ece"], dense, rtol=1e-10, atol=1e-13)
 
 
@@ -80,7 +81,7 @@ def test_row_prefix_sums_handle_empty_segments_and_cuts_at_the_end():
     cuts[3] = 7
     flat = np.append(values.ravel(), 0.0)
     expected = np.array([[values[r, :c].sum() for c in row] for r, row in enumerate(cuts)])
-    np.testing.assert_allclose(B._row_prefix_sums(flat, cuts), expected, rtol=1e-15, atol=0)
+    np.testing.assert_allclose(R._row_prefix_sums(flat, cuts), expected, rtol=1e-15, atol=0)
 
 
 def test_replicates_do_not_depend_on_the_number_of_blas_threads():
@@ -206,3 +207,74 @@ def test_bootstrap_step_estimates_equal_the_metrics_file(tmp_path):
                    tmp_path / "cmp.csv", calibrators=calibrators, resamples=200, level=0.9, bootstrap_seed=0, **common)
     assert ((tmp_path / "int.csv").read_bytes(), (tmp_path / "cmp.csv").read_bytes()) == first
     assert math.isfinite(float(intervals[0]["low"]))
+
+
+def test_a_registered_mean_of_terms_metric_is_resampled_and_has_a_direction(monkeypatch):
+    """Another task's metric needs only its spec: the bootstrap and the tables' direction read it."""
+    squared_margin = M.Metric(
+        "root_mean_square_confidence", lambda p, y, bins=15: float(np.sqrt(np.mean(M.top_label(p, y)[0] ** 2))),
+        True, M.MeanOfTerms(lambda p, y: M.top_label(p, y)[0] ** 2, finish=np.sqrt),
+    )
+    monkeypatch.setitem(M._REGISTERED, squared_margin.name, squared_margin)
+    probs, labels = synthetic(200, 4, seed=3)
+    counts = B.resample_counts(200, 5, seed=4)
+    fast = B.bootstrap_replicates([("m", probs)], labels, [squared_margin.name, "brier"], counts)["m"]
+    for r in range(5):
+        index = np.repeat(np.arange(200), counts[r])
+        assert fast[squared_margin.name][r] == pytest.approx(squared_margin(probs[index], labels[index]), rel=1e-12)
+    assert M.higher_is_better(squared_margin.name) and not M.higher_is_better("brier")
+    from calibrepro.report.labels import metric_spec
+
+    assert metric_spec(squared_margin.name).higher_is_better and metric_spec("accuracy").higher_is_better
+    with pytest.raises(ValueError, match="already registered"):
+        M.register(M.Metric("ece", M.ece))
+
+
+SKEWED = np.arange(101) ** 2 / 100.0  # quantiles by linear interpolation: 2.5 % -> 0.065, 50 % -> 25, 97.5 % -> 95.065
+
+
+def test_basic_interval_known_answer():
+    bounds = B.interval(SKEWED, 20.0, 0.95, "basic")
+    assert (bounds.low, bounds.high, bounds.centre) == pytest.approx((40 - 95.065, 40 - 0.065, 15.0))
+
+
+def test_debiased_interval_known_answer():
+    bounds = B.interval(SKEWED, 20.0, 0.95, "debiased")  # median bias 25 - 20 = 5, subtracted twice
+    assert (bounds.low, bounds.high, bounds.centre) == pytest.approx((0.065 - 10, 95.065 - 10, 15.0))
+
+
+def test_percentile_interval_known_answer_keeps_the_estimate_as_centre():
+    bounds = B.interval(SKEWED, 20.0, 0.95, "percentile")
+    assert (bounds.low, bounds.high, bounds.centre) == pytest.approx((0.065, 95.065, 20.0))
+
+
+def test_bca_interval_known_answers():
+    from scipy.special import ndtri
+
+    normal = ndtri((np.arange(200_000) + 0.5) / 200_000)  # replicates distributed exactly as N(0, 1)
+    symmetric = np.array([-1.0, 0.0, 1.0])  # jackknife without skew: acceleration 0
+    # z0 = estimate for N(0, 1) replicates, so with a = 0 BCa is [2 t - 1.96, 2 t + 1.96] around 2 t
+    bounds = B.interval(normal, 0.3, 0.95, "bca", symmetric)
+    assert (bounds.low, bounds.high, bounds.centre) == pytest.approx((0.6 - 1.959964, 0.6 + 1.959964, 0.6), abs=2e-3)
+    # jackknife d = (1, 1, -2): a = -6 / (6 * 6**1.5); with z0 = 0 the bounds are
+    # Phi^-1 quantiles at -1.96 / (1 - 1.96 a) and 1.96 / (1 + 1.96 a)
+    bounds = B.interval(normal, 0.0, 0.95, "bca", np.array([0.0, 0.0, 3.0]))
+    assert (bounds.low, bounds.high, bounds.centre) == pytest.approx((-2.2616, 1.7294, 0.0), abs=2e-3)
+    with pytest.raises(ValueError, match="jackknife"):
+        B.interval(normal, 0.0, 0.95, "bca")
+
+
+def test_paired_differences_use_the_chosen_interval_method():
+    rng = np.random.default_rng(3)
+    a, b = rng.gamma(2.0, size=500), rng.gamma(2.0, size=500)
+    paired = B.paired_differences({"a": a, "b": b}, {"a": 1.0, "b": 1.5}, "a", 0.9, method="basic")
+    expected = B.interval(b - a, 0.5, 0.9, "basic")
+    assert paired["b"] == (0.5, expected.low, expected.high) and paired["a"] == (0.0, 0.0, 0.0)
+
+
+def test_grouped_jackknife_leaves_out_each_group_once():
+    probs, labels = synthetic(103, 4, seed=8)
+    values = B.jackknife_values(probs, labels, ["accuracy", "ece"], groups=10)
+    member = np.arange(103) % 10
+    assert values["ece"].shape == (10,)
+    assert values["accuracy"][3] == M.accuracy(probs[member != 3], labels[member != 3])

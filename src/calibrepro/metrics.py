@@ -25,12 +25,15 @@ Conventions (design.md section 4; they are what reproduce the thesis's printed c
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 
 __all__ = [
     "METRICS",
+    "MeanOfTerms",
+    "Metric",
     "accuracy",
     "bin_index",
     "brier",
@@ -43,7 +46,9 @@ __all__ = [
     "mce",
     "mce_equal_mass",
     "nll",
+    "register",
     "smooth_ece",
+    "spec",
 ]
 
 #: Clip of the NLL, as scikit-learn's ``log_loss(eps=1e-15)`` (versions <= 1.4).
@@ -55,7 +60,7 @@ _CHUNK_ELEMENTS = 1 << 20
 # --------------------------------------------------------------------------------------------
 # input handling and binning
 # --------------------------------------------------------------------------------------------
-def _check(probs, labels) -> tuple[np.ndarray, np.ndarray]:
+def check_inputs(probs, labels) -> tuple[np.ndarray, np.ndarray]:
     """Return ``probs`` as a C-contiguous float64 (N, K) array and ``labels`` as int64 (N,)."""
     p = np.ascontiguousarray(probs, dtype=np.float64)
     y = np.asarray(labels)
@@ -78,7 +83,7 @@ def _check(probs, labels) -> tuple[np.ndarray, np.ndarray]:
     return p, y
 
 
-def _edges(bins: int) -> np.ndarray:
+def bin_edges(bins: int) -> np.ndarray:
     """Float64 bin edges ``m / M`` for m = 0..M (correctly rounded divisions)."""
     if int(bins) != bins or bins < 1:
         raise ValueError(f"bins must be a positive integer, got {bins!r}")
@@ -93,7 +98,7 @@ def bin_index(values: np.ndarray, bins: int = 15) -> np.ndarray:
     above 1 (impossible for probabilities) to the last.  ``ceil(v*M)`` alone is not enough:
     ``fl(7/25)*25`` rounds above 7, so the first guess is corrected against the edge table.
     """
-    edges = _edges(bins)
+    edges = bin_edges(bins)
     v = np.asarray(values, dtype=np.float64)
     guess = np.multiply(v, bins)
     np.ceil(guess, out=guess)
@@ -113,7 +118,7 @@ def top_label(p: np.ndarray, y: np.ndarray):
     return conf, correct
 
 
-def _equal_width_stats(conf: np.ndarray, correct: np.ndarray, bins: int):
+def equal_width_stats(conf: np.ndarray, correct: np.ndarray, bins: int):
     """Per equal-width bin: sample count, sum of confidences, number correct (eq. 5 sums)."""
     b = bin_index(conf, bins)
     count = np.bincount(b, minlength=bins)
@@ -162,12 +167,17 @@ def _ece_l2_from(stats) -> float:
 # --------------------------------------------------------------------------------------------
 # metrics
 # --------------------------------------------------------------------------------------------
+def accuracy_terms(p: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per-sample correctness (1.0 / 0.0) of the argmax prediction (their mean is the accuracy)."""
+    return top_label(p, y)[1]
+
+
 def accuracy(probs, labels, bins: int = 15) -> float:
     """Accuracy: fraction of samples whose argmax class (lowest index on ties) is the label.
 
     The thesis's Table 1 (printed in percent).  ``bins`` is ignored (uniform signature).
     """
-    return _accuracy(*_check(probs, labels))
+    return _accuracy(*check_inputs(probs, labels))
 
 
 def _accuracy(p, y, bins=15, top=None) -> float:
@@ -183,7 +193,7 @@ def brier(probs, labels, bins: int = 15) -> float:
     it lies in [0, 2].  Computed as ``sum_j a_ij^2 - a_iy^2 + (a_iy - 1)^2`` per row, which
     needs no (N, K) temporary.  ``bins`` is ignored.
     """
-    return _brier(*_check(probs, labels))
+    return _brier(*check_inputs(probs, labels))
 
 
 def _brier(p, y, bins=15) -> float:
@@ -206,7 +216,7 @@ def nll(probs, labels, bins: int = 15) -> float:
     numpy reduction as scikit-learn, so the value agrees with old ``log_loss`` to the last bit.
     ``bins`` is ignored.
     """
-    return _nll(*_check(probs, labels))
+    return _nll(*check_inputs(probs, labels))
 
 
 def _nll(p, y, bins=15) -> float:
@@ -233,8 +243,8 @@ def ece(probs, labels, bins: int = 15) -> float:
     ``ECE = sum_m |B_m|/l * |A_m - C_m|`` over M equal-width bins ``((m-1)/M, m/M]`` of the
     top-label confidence, with ``A_m``, ``C_m`` of eq. (5).  Fraction, not percent.
     """
-    p, y = _check(probs, labels)
-    return _ece_from(_equal_width_stats(*top_label(p, y), bins))
+    p, y = check_inputs(probs, labels)
+    return _ece_from(equal_width_stats(*top_label(p, y), bins))
 
 
 def mce(probs, labels, bins: int = 15) -> float:
@@ -242,8 +252,8 @@ def mce(probs, labels, bins: int = 15) -> float:
 
     Over the non-empty equal-width bins of the top-label confidence.  Fraction.
     """
-    p, y = _check(probs, labels)
-    return _mce_from(_equal_width_stats(*top_label(p, y), bins))
+    p, y = check_inputs(probs, labels)
+    return _mce_from(equal_width_stats(*top_label(p, y), bins))
 
 
 def ece_l2(probs, labels, bins: int = 15) -> float:
@@ -251,8 +261,8 @@ def ece_l2(probs, labels, bins: int = 15) -> float:
 
     ``sqrt(sum_m |B_m|/l * (A_m - C_m)^2)`` over the equal-width bins of eq. (6).  Fraction.
     """
-    p, y = _check(probs, labels)
-    return _ece_l2_from(_equal_width_stats(*top_label(p, y), bins))
+    p, y = check_inputs(probs, labels)
+    return _ece_l2_from(equal_width_stats(*top_label(p, y), bins))
 
 
 def ece_equal_mass(probs, labels, bins: int = 15) -> float:
@@ -261,13 +271,13 @@ def ece_equal_mass(probs, labels, bins: int = 15) -> float:
     Eq. (6) with M bins holding (almost) equally many samples: sorted confidences cut into M
     contiguous chunks whose sizes differ by at most one (module docstring).  Fraction.
     """
-    p, y = _check(probs, labels)
+    p, y = check_inputs(probs, labels)
     return _ece_from(_equal_mass_stats(*top_label(p, y), bins))
 
 
 def mce_equal_mass(probs, labels, bins: int = 15) -> float:
     """Equal-mass (adaptive) MCE: eq. (7) over the equal-mass bins of :func:`ece_equal_mass` (Nixon et al. 2019)."""
-    p, y = _check(probs, labels)
+    p, y = check_inputs(probs, labels)
     return _mce_from(_equal_mass_stats(*top_label(p, y), bins))
 
 
@@ -280,7 +290,7 @@ def _classwise_sums(p: np.ndarray, y: np.ndarray, bins: int):
     summation order; about 4x faster at K=1000.
     """
     n, k = p.shape
-    e1 = _edges(bins)[1]
+    e1 = bin_edges(bins)[1]
     sums = np.zeros((k, bins), dtype=np.float64)
     big = np.greater(p, e1)
     sums[:, 0] = np.sum(p, axis=0, where=~big)
@@ -304,7 +314,7 @@ def classwise_ece(probs, labels, bins: int = 15) -> float:
     al. average over classes).  Since ``|B|/l * |A - C| = |sum 1(y=j) - sum p| / l``, the
     per-bin counts are not needed.  Fraction.
     """
-    return _classwise_ece(*_check(probs, labels), bins)
+    return _classwise_ece(*check_inputs(probs, labels), bins)
 
 
 def _classwise_ece(p, y, bins=15) -> float:
@@ -313,7 +323,7 @@ def _classwise_ece(p, y, bins=15) -> float:
     return float(np.sum(np.abs(positives - sums)) / n / k)
 
 
-def debiased_bin_edges(sorted_conf: np.ndarray, bins: int) -> np.ndarray:
+def debiased_binbin_edges(sorted_conf: np.ndarray, bins: int) -> np.ndarray:
     """Upper edges of the equal-mass bins of Kumar et al.'s estimator, from sorted confidences.
 
     As their ``calibration`` package (``get_equal_bins``): the sorted values are cut into
@@ -341,19 +351,19 @@ def ece_l2_debiased(probs, labels, bins: int = 15) -> float:
     package's.  (The package switches to one bin per distinct value when it guesses that the
     outputs are discrete; we never switch.)  Fraction.
     """
-    p, y = _check(probs, labels)
+    p, y = check_inputs(probs, labels)
     conf, correct = top_label(p, y)
     order = np.argsort(conf, kind="stable")
     conf, correct = conf[order], correct[order]
-    edges = debiased_bin_edges(conf, bins)
+    edges = debiased_binbin_edges(conf, bins)
     b = np.searchsorted(edges, conf, side="left")
     count = np.bincount(b, minlength=edges.size).astype(np.float64)
     conf_sum = np.bincount(b, weights=conf, minlength=edges.size)
     acc_sum = np.bincount(b, weights=correct, minlength=edges.size)
-    return _debiased_from(count, conf_sum, acc_sum, p.shape[0])
+    return debiased_from(count, conf_sum, acc_sum, p.shape[0])
 
 
-def _debiased_from(count, conf_sum, acc_sum, n) -> np.ndarray | float:
+def debiased_from(count, conf_sum, acc_sum, n) -> np.ndarray | float:
     """The debiased sum of :func:`ece_l2_debiased` from per-bin sums (last axis = bins)."""
     ok = count >= 2
     safe = np.where(ok, count, 2.0)
@@ -382,7 +392,7 @@ def smooth_eval_points(sigma: float) -> np.ndarray:
     return np.linspace(0.0, 1.0, max(round(10 / sigma), SMOOTH_ECE_POINTS))
 
 
-def _grid_weights(values: np.ndarray, size: int):
+def grid_weights(values: np.ndarray, size: int):
     """Linear split of each value between its two neighbouring grid points ``j/(size-1)``."""
     scaled = values * (size - 1)
     left = np.clip(scaled.astype(np.intp), 0, size - 2)
@@ -411,7 +421,7 @@ def interpolation_weights(t: np.ndarray, size: int):
 def _smooth(conf: np.ndarray, values: np.ndarray, sigma: float, t: np.ndarray) -> np.ndarray:
     """Kernel smoothing of ``values`` located at ``conf``, evaluated at ``t`` (reflected Gaussian)."""
     size = smooth_grid_size(sigma)
-    left, frac = _grid_weights(conf, size)
+    left, frac = grid_weights(conf, size)
     grid = np.bincount(left, weights=(1 - frac) * values, minlength=size)
     grid += np.bincount(left + 1, weights=frac * values, minlength=size)
     smoothed = np.convolve(_reflect(grid), reflected_gaussian_kernel(sigma, size), "valid")
@@ -463,23 +473,84 @@ def smooth_ece(probs, labels, bins: int = 15) -> float:
     its correctness, exactly as the authors' ``relplot.smECE(conf, correct)``; no bins
     (``bins`` is ignored).  Fraction.
     """
-    conf, correct = top_label(*_check(probs, labels))
+    conf, correct = top_label(*check_inputs(probs, labels))
     return smooth_ece_at(conf, correct, smooth_ece_bandwidth(conf, correct))
 
 
-METRICS: dict[str, Callable[..., float]] = {
-    "accuracy": accuracy,
-    "brier": brier,
-    "nll": nll,
-    "ece": ece,
-    "mce": mce,
-    "ece_l2": ece_l2,
-    "ece_equal_mass": ece_equal_mass,
-    "mce_equal_mass": mce_equal_mass,
-    "classwise_ece": classwise_ece,
-    "ece_l2_debiased": ece_l2_debiased,
-    "smooth_ece": smooth_ece,
+@dataclass(frozen=True)
+class MeanOfTerms:
+    """Resampled form of a metric that is the mean of per-sample terms, ``finish(mean(terms))``.
+
+    ``terms`` takes the metric's inputs (here ``(probs, labels)``, checked) and returns one value
+    per sample; a resample's value is then ``finish(counts @ terms / N)``: one matrix product
+    (:mod:`calibrepro.resampling`). ``finish`` (e.g. ``np.sqrt`` for an RMSE) defaults to identity.
+    """
+
+    terms: Callable[..., np.ndarray]
+    finish: Callable[[np.ndarray], np.ndarray] | None = None
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric, everything the pipeline needs to know about it (report captions: report/labels.py).
+
+    ``function(probs, labels, bins)`` is the estimate; ``higher_is_better`` is the direction that
+    tables (bold), ranks and paired comparisons (the row's best) read; ``resampled`` is how the
+    bootstrap computes it on a resample: a :class:`MeanOfTerms`, or the name of a custom vectorised
+    form in :data:`calibrepro.resampling.FORMS`; ``interval`` the bootstrap interval method that
+    ``uncertainty.interval: auto`` uses for it, chosen by the coverage study
+    (``benchmarks/bench_coverage.py``, table in benchmarks/README.md).
+    """
+
+    name: str
+    function: Callable[..., float]
+    higher_is_better: bool = False
+    resampled: MeanOfTerms | str | None = None
+    interval: str = "percentile"
+
+    def __call__(self, *args, **kwargs) -> float:
+        return self.function(*args, **kwargs)
+
+
+#: the classification metrics, in the order of the thesis's tables then the extra ones
+METRICS: dict[str, Metric] = {
+    metric.name: metric
+    for metric in [
+        Metric("accuracy", accuracy, True, MeanOfTerms(accuracy_terms)),
+        Metric("brier", brier, False, MeanOfTerms(brier_terms)),
+        Metric("nll", nll, False, MeanOfTerms(nll_terms)),
+        Metric("ece", ece, False, "equal_width_ece"),
+        Metric("mce", mce, False, "equal_width_mce"),
+        Metric("ece_l2", ece_l2, False, "equal_width_l2"),
+        Metric("ece_equal_mass", ece_equal_mass, False, "equal_mass_ece"),
+        Metric("mce_equal_mass", mce_equal_mass, False, "equal_mass_mce"),
+        Metric("classwise_ece", classwise_ece, False, "classwise"),
+        Metric("ece_l2_debiased", ece_l2_debiased, False, "debiased"),
+        Metric("smooth_ece", smooth_ece, False, "smooth"),
+    ]
 }
+
+#: metrics of other tasks (e.g. regression), added by :func:`register`; :func:`spec` reads both
+_REGISTERED: dict[str, Metric] = {}
+
+
+def register(metric: Metric) -> Metric:
+    """Make another task's ``metric`` known to :func:`spec` (tables, ranks, bootstrap); returns it."""
+    if metric.name in METRICS or _REGISTERED.get(metric.name, metric) is not metric:
+        raise ValueError(f"a metric named {metric.name!r} is already registered")
+    _REGISTERED[metric.name] = metric
+    return metric
+
+
+def spec(name: str) -> Metric | None:
+    """The :class:`Metric` named ``name`` (classification or registered), None when unknown."""
+    return METRICS.get(name) or _REGISTERED.get(name)
+
+
+def higher_is_better(name: str) -> bool:
+    """The direction of metric ``name``; an unknown metric is taken as lower-is-better."""
+    metric = spec(name)
+    return bool(metric and metric.higher_is_better)
 
 
 def compute_metrics(probs, labels, names: Sequence[str], bins: int = 15) -> dict[str, float]:
@@ -492,7 +563,7 @@ def compute_metrics(probs, labels, names: Sequence[str], bins: int = 15) -> dict
     unknown = [n for n in names if n not in METRICS]
     if unknown:
         raise ValueError(f"unknown metric(s) {unknown}; known: {sorted(METRICS)}")
-    p, y = _check(probs, labels)
+    p, y = check_inputs(probs, labels)
     out: dict[str, float] = {}
     top = None
     width = None
@@ -510,7 +581,7 @@ def compute_metrics(probs, labels, names: Sequence[str], bins: int = 15) -> dict
             out[name] = _accuracy(p, y, bins, top)
         elif name in ("ece", "mce", "ece_l2"):
             if width is None:
-                width = _equal_width_stats(*top, bins)
+                width = equal_width_stats(*top, bins)
             out[name] = {"ece": _ece_from, "mce": _mce_from, "ece_l2": _ece_l2_from}[name](width)
         else:  # ece_equal_mass, mce_equal_mass
             if mass is None:

@@ -322,7 +322,7 @@ def bootstrap_step(
 
     from calibrepro.bootstrap import bootstrap_replicates, paired_differences, percentile_interval, resample_counts
     from calibrepro.bootstrap import bootstrap_seed as cell_seed
-    from calibrepro.report.labels import metric_spec
+    from calibrepro.metrics import higher_is_better
     from calibrepro.report.metrics_file import best_methods
     from calibrepro.report.uncertainty_files import write_comparisons, write_intervals
 
@@ -342,7 +342,7 @@ def bootstrap_step(
             for m in methods:
                 low, high = percentile_interval(replicates[m][metric], level)
                 intervals.append((dataset, model, m, seed, metric, values[m], low, high, float(level), resamples))
-            tied_best = best_methods(values, metric_spec(metric).higher_is_better)
+            tied_best = best_methods(values, higher_is_better(metric))
             best = next(m for m in methods if m in tied_best)
             paired = paired_differences({m: replicates[m][metric] for m in methods}, values, best, level)
             for m in methods:

@@ -16,7 +16,7 @@ import numpy as np
 from scipy.stats import binomtest
 
 from calibrepro.io import read_json, write_json
-from calibrepro.metrics import _check, _equal_width_stats, top_label
+from calibrepro.metrics import check_inputs, equal_width_stats, top_label
 
 
 class ReliabilityFileError(ValueError):
@@ -29,8 +29,8 @@ def reliability_bins(probs, labels, bins: int = 15) -> dict:
     ``None`` marks the means of an empty bin; the bin weight of the diagram is
     ``count / sum(count)``. JSON-ready.
     """
-    p, y = _check(probs, labels)
-    count, conf_sum, acc_sum = _equal_width_stats(*top_label(p, y), bins)
+    p, y = check_inputs(probs, labels)
+    count, conf_sum, acc_sum = equal_width_stats(*top_label(p, y), bins)
     conf = [None if c == 0 else float(s / c) for c, s in zip(count, conf_sum, strict=True)]
     acc = [None if c == 0 else float(s / c) for c, s in zip(count, acc_sum, strict=True)]
     return {

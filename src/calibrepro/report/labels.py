@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 
 from calibrepro.calibrators import CALIBRATORS
+from calibrepro.metrics import higher_is_better
 
 LANGUAGES = ("ru", "en")
 
@@ -50,16 +51,20 @@ _VALUES_EN = "Values on the test half of the data, before and after calibration.
 
 @dataclass(frozen=True)
 class MetricSpec:
-    """How one metric is printed: scale, decimals, direction, captions."""
+    """How one metric is printed: scale, decimals, captions (its direction: :class:`calibrepro.metrics.Metric`)."""
 
     key: str
     percent: bool
     decimals: int
-    higher_is_better: bool
     #: the thesis's table number (1-5) or None for the extra metrics
     thesis_table: int | None
     #: captions with ``{bins}`` for the number of bins; ``*...*`` marks emphasis, ``{l2}`` the l2 norm
     caption: dict
+
+    @property
+    def higher_is_better(self) -> bool:
+        """The metric's direction, read from its spec in :data:`calibrepro.metrics.METRICS`."""
+        return higher_is_better(self.key)
 
     def display(self, value: float) -> float:
         """The value in printed units (x100 for percent metrics)."""
@@ -74,42 +79,42 @@ METRICS: dict[str, MetricSpec] = {
     spec.key: spec
     for spec in [
         MetricSpec(
-            "accuracy", True, 3, True, 1,
+            "accuracy", True, 3, 1,
             {
                 "ru": f"Accuracy, % – доля правильных ответов (больше – лучше). {_VALUES_RU}",
                 "en": f"Accuracy, % – share of correct predictions (higher is better). {_VALUES_EN}",
             },
         ),
         MetricSpec(
-            "brier", False, 3, False, 2,
+            "brier", False, 3, 2,
             {
                 "ru": f"Brier Score (меньше – лучше). {_VALUES_RU}",
                 "en": f"Brier score (lower is better). {_VALUES_EN}",
             },
         ),
         MetricSpec(
-            "ece", True, 2, False, 3,
+            "ece", True, 2, 3,
             {
                 "ru": f"ECE, % – Expected Calibration Error, {{bins}} бинов (меньше – лучше). {_VALUES_RU}",
                 "en": f"ECE, % – Expected Calibration Error, {{bins}} bins (lower is better). {_VALUES_EN}",
             },
         ),
         MetricSpec(
-            "mce", True, 2, False, 4,
+            "mce", True, 2, 4,
             {
                 "ru": f"MCE, % – Maximum Calibration Error, {{bins}} бинов (меньше – лучше). {_VALUES_RU}",
                 "en": f"MCE, % – Maximum Calibration Error, {{bins}} bins (lower is better). {_VALUES_EN}",
             },
         ),
         MetricSpec(
-            "nll", False, 3, False, 5,
+            "nll", False, 3, 5,
             {
                 "ru": f"*Negative Log-Likelihood* (меньше – лучше). {_VALUES_RU}",
                 "en": f"*Negative log-likelihood* (lower is better). {_VALUES_EN}",
             },
         ),
         MetricSpec(
-            "classwise_ece", True, 2, False, None,
+            "classwise_ece", True, 2, None,
             {
                 "ru": "Classwise-ECE, % – поклассовая ошибка калибровки (среднее по классам), "
                 f"{{bins}} бинов (меньше – лучше). {_VALUES_RU}",
@@ -118,21 +123,21 @@ METRICS: dict[str, MetricSpec] = {
             },
         ),
         MetricSpec(
-            "ece_equal_mass", True, 2, False, None,
+            "ece_equal_mass", True, 2, None,
             {
                 "ru": f"ECE, % – Expected Calibration Error, {{bins}} равномощных бинов (меньше – лучше). {_VALUES_RU}",
                 "en": f"ECE, % – Expected Calibration Error, {{bins}} equal-mass bins (lower is better). {_VALUES_EN}",
             },
         ),
         MetricSpec(
-            "mce_equal_mass", True, 2, False, None,
+            "mce_equal_mass", True, 2, None,
             {
                 "ru": f"MCE, % – Maximum Calibration Error, {{bins}} равномощных бинов (меньше – лучше). {_VALUES_RU}",
                 "en": f"MCE, % – Maximum Calibration Error, {{bins}} equal-mass bins (lower is better). {_VALUES_EN}",
             },
         ),
         MetricSpec(
-            "ece_l2", True, 2, False, None,
+            "ece_l2", True, 2, None,
             {
                 "ru": "ECE-{l2}, % – Expected Calibration Error в {l2}-норме (корень из взвешенного среднего "
                 f"квадратов разрывов), {{bins}} бинов (меньше – лучше). {_VALUES_RU}",
@@ -141,7 +146,7 @@ METRICS: dict[str, MetricSpec] = {
             },
         ),
         MetricSpec(
-            "ece_l2_debiased", True, 2, False, None,
+            "ece_l2_debiased", True, 2, None,
             {
                 "ru": "Debiased ECE-{l2}, % – несмещённая оценка ошибки калибровки в {l2}-норме (Kumar et al. "
                 f"2019), {{bins}} равномощных бинов (меньше – лучше). {_VALUES_RU}",
@@ -150,7 +155,7 @@ METRICS: dict[str, MetricSpec] = {
             },
         ),
         MetricSpec(
-            "smooth_ece", True, 2, False, None,
+            "smooth_ece", True, 2, None,
             {
                 "ru": "Smooth ECE, % – сглаженная ошибка калибровки без бинов (Błasiok, Nakkiran 2023) "
                 f"(меньше – лучше). {_VALUES_RU}",
@@ -174,7 +179,7 @@ def metric_spec(metric: str) -> MetricSpec:
         return METRICS[metric]
     except KeyError:
         return MetricSpec(
-            metric, False, 3, False, None,
+            metric, False, 3, None,
             {
                 "ru": f"{metric} (меньше – лучше). {_VALUES_RU}",
                 "en": f"{metric} (lower is better). {_VALUES_EN}",
