@@ -8,12 +8,7 @@ include: "workflow/rules/common.smk"
 
 rule all:
     input:
-        "results/metrics.csv",
-        table_paths(),
-        figure_paths(),
-        named_figure_paths(),
-        "reports/reproduction.md",
-        uncertainty_paths(),
+        target_paths(),
 
 
 include: "workflow/rules/download.smk"

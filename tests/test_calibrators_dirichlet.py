@@ -140,7 +140,7 @@ def test_fit_step_never_sees_the_test_half(tmp_path):
     """Perturbing the test half's logits and labels leaves every fitted parameter (and the CV) unchanged."""
     z, y = overconfident(600, 4, seed=10)
     save_logits(tmp_path / "a.npz", z, y)
-    split_step(tmp_path / "a.npz", 0.5, 0, tmp_path / "split_a.npz")
+    split_step(tmp_path / "a.npz", 0.5, 0, tmp_path / "split_a.npz", dataset="d")
     with np.load(tmp_path / "split_a.npz") as split:
         calibration, test = split["calibration"], split["test"]
     z2, y2 = z.copy(), y.copy()

@@ -50,13 +50,21 @@ def test_snakefmt_check_is_clean():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_every_rule_logs_under_results_logs():
+def test_every_rule_logs_under_its_own_name():
     found = rules()
     assert {"logits", "split", "fit_calibrators", "evaluate", "metrics", "table"} <= set(found)
     for name, body in found.items():
-        log = re.search(r"^    log:\n        \"(.+)\",?$", body, flags=re.M)
+        log = re.search(r"^    log:\n        (.+?),?$", body, flags=re.M)
         assert log, f"rule {name} has no log:"
-        assert log.group(1).startswith(f"results/logs/{name}"), f"rule {name} logs to {log.group(1)}"
+        assert log.group(1).startswith(f'LAYOUT.log("{name}"'), f"rule {name} logs to {log.group(1)}"
+
+
+def test_rule_files_take_their_paths_from_the_layout():
+    """No result or report path is spelled out in a rule file: they come from calibrepro.layout."""
+    for path in [*RULE_FILES, ROOT / "Snakefile"]:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            code = line.split("#")[0]
+            assert not re.search(r"[\"'](results|reports)/", code), f"{path.name}:{number}: {line.strip()}"
 
 
 def requirement(text: str) -> tuple[str, str]:

@@ -22,7 +22,7 @@ def fitted(tmp_path):
     logits = tmp_path / "a.npz"
     synthetic_logits(logits, n=200, k=3)
     split = tmp_path / "split.npz"
-    pipeline.split_step(logits, 0.5, 0, split, log=tmp_path / "logs/split.log")
+    pipeline.split_step(logits, 0.5, 0, split, dataset="d", log=tmp_path / "logs/split.log")
     calibrators = {method: tmp_path / f"{method}.json" for method in METHODS}
     pipeline.fit_step(logits, split, calibrators, bins=15, log=tmp_path / "logs/fit.log")
     return logits, split, calibrators

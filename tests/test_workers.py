@@ -42,7 +42,7 @@ def fit_files(tmp_path, name: str) -> dict[str, bytes]:
     logits, labels = overconfident(n=600, k=5, seed=3)
     save_logits(tmp_path / "m.npz", logits, labels)
     if not (tmp_path / "split.npz").exists():
-        pipeline.split_step(tmp_path / "m.npz", 0.5, 0, tmp_path / "split.npz")
+        pipeline.split_step(tmp_path / "m.npz", 0.5, 0, tmp_path / "split.npz", dataset="d")
     outputs = {method: tmp_path / name / f"{method}.json" for method in METHODS}
     pipeline.fit_step(tmp_path / "m.npz", tmp_path / "split.npz", outputs, bins=15, log=tmp_path / f"{name}.log")
     return {method: path.read_bytes() for method, path in outputs.items()}

@@ -30,7 +30,7 @@ def load(name: str) -> dict:
 @pytest.mark.parametrize("name", ["thesis.yaml", "akamaster.yaml"])
 def test_config_validates_and_every_model_resolves_to_a_pin(name):
     config = load(name)
-    settings = source_settings(config)
+    settings = source_settings(config, "results")
     downloads = {}
     for dataset, model in model_keys(config):
         spec = config["models"][dataset][model]

@@ -55,8 +55,8 @@ def test_log_mean_softmax_never_underflows():
 
 def test_logits_inputs_are_the_members_cached_logits():
     spec = {"source": "ensemble", "members": ["a", "b"]}
-    inputs = get_source("ensemble").logits_inputs("cifar100", "ens", spec, {"downloads": {"dir": "d"}})
-    assert inputs == {"a": "results/logits/cifar100/a.npz", "b": "results/logits/cifar100/b.npz"}
+    inputs = get_source("ensemble").logits_inputs("cifar100", "ens", spec, {"downloads": {"dir": "d"}, "results": "out"})
+    assert inputs == {"a": "out/logits/cifar100/a.npz", "b": "out/logits/cifar100/b.npz"}
     # other sources keep their downloads as inputs
     demo = get_source("demo").logits_inputs("digits", "m", {"source": "demo"}, {"downloads": {"dir": "d"}})
     assert demo == {}

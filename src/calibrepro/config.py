@@ -153,6 +153,6 @@ def model_keys(config: dict) -> list[tuple[str, str]]:
     return [(dataset, model) for dataset, entries in config["models"].items() for model in entries]
 
 
-def source_settings(config: dict) -> dict:
-    """The part of the config a model source may read (not the model list)."""
-    return {key: config[key] for key in ("datasets", "downloads", "inference")}
+def source_settings(config: dict, results: str) -> dict:
+    """The part of the config a model source may read (not the model list), and the run's ``results`` folder."""
+    return {**{key: config[key] for key in ("datasets", "downloads", "inference")}, "results": results}

@@ -107,14 +107,13 @@ def logits_request_step(request: str, output, *, log=None) -> None:
         logger.info("request of the logits job written to %s", output)
 
 
-def split_step(logits_path, calibration_fraction: float, seed: int, output, *, log=None) -> None:
-    """Draw the calibration/test split of a data set from the labels of one of its models."""
+def split_step(logits_path, calibration_fraction: float, seed: int, output, *, dataset: str, log=None) -> None:
+    """Draw the calibration/test split of ``dataset`` from the labels of one of its models."""
     from calibrepro.splits import make_split, save_split
 
     with step_log(log) as logger:
         labels = load_labels(logits_path)
-        where = f"data set {Path(logits_path).parent.name!r}"  # results/logits/{dataset}/{model}.npz
-        calibration, test = make_split(labels, calibration_fraction, seed, where=where)
+        calibration, test = make_split(labels, calibration_fraction, seed, where=f"data set {dataset!r}")
         save_split(output, calibration, test, labels)
         logger.info(
             "split of %d samples (labels of %s), seed %d: %d calibration, %d test",

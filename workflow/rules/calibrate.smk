@@ -5,9 +5,9 @@ rule split:
     input:
         split_source,
     output:
-        "results/splits/{dataset}/seed{seed}.npz",
+        LAYOUT.split("{dataset}", "{seed}"),
     log:
-        "results/logs/split/{dataset}/seed{seed}.log",
+        LAYOUT.log("split", "{dataset}/seed{seed}"),
     priority: size_priority
     threads: 1
     resources:
@@ -16,18 +16,25 @@ rule split:
     params:
         calibration_fraction=config["split"]["calibration_fraction"],
     run:
-        pipeline.split_step(input[0], params.calibration_fraction, int(wildcards.seed), output[0], log=log[0])
+        pipeline.split_step(
+            input[0],
+            params.calibration_fraction,
+            int(wildcards.seed),
+            output[0],
+            dataset=wildcards.dataset,
+            log=log[0],
+        )
 
 
 # One job per model and seed fits all its calibrators: the logits are read once, not once per method.
 rule fit_calibrators:
     input:
-        logits="results/logits/{dataset}/{model}.npz",
-        split="results/splits/{dataset}/seed{seed}.npz",
+        logits=LAYOUT.logits("{dataset}", "{model}"),
+        split=LAYOUT.split("{dataset}", "{seed}"),
     output:
-        [calibrator_path("{dataset}", "{model}", method, "{seed}") for method in METHODS],
+        [LAYOUT.calibrator("{dataset}", "{model}", method, "{seed}") for method in METHODS],
     log:
-        "results/logs/fit_calibrators/{dataset}/{model}/seed{seed}.log",
+        LAYOUT.log("fit_calibrators", "{dataset}/{model}/seed{seed}"),
     priority: size_priority
     threads: 1
     resources:

@@ -17,6 +17,7 @@ from calibrepro.config import (
     validate_config,
 )
 from calibrepro.calibrators import module_of
+from calibrepro.layout import Layout
 from calibrepro.io import LogitsFileError, check_agreement
 from calibrepro.zoo import LogitsRequest, get_source
 from calibrepro.zoo.ensemble import check_ensembles
@@ -51,10 +52,12 @@ METHODS = config["calibrators"]
 METRICS = config["metrics"]
 BINS = config["bins"]
 DOWNLOADS_DIR = config["downloads"]["dir"]
-SETTINGS = source_settings(config)
 UNCERTAINTY = config["uncertainty"]
 SIZE_STUDY = config["size_study"]
 DATASETS = list(config["models"])
+#: where this run's files go (calibrepro.layout): every path below comes from it
+LAYOUT = Layout()
+SETTINGS = source_settings(config, LAYOUT.results)
 #: level of the Wilson error bars on the reliability diagrams (None: the thesis's style, no bars)
 RELIABILITY_LEVEL = UNCERTAINTY["level"] if config["report"]["reliability_intervals"] else None
 
@@ -95,13 +98,9 @@ def _collect_downloads():
 DOWNLOADS = _collect_downloads()
 
 
-def logits_path(dataset, model):
-    return f"results/logits/{dataset}/{model}.npz"
-
-
 def size_priority(wildcards):
     """Jobs on bigger logits first, so that the longest start early: log2 of the file's size (0 before it exists)."""
-    path = logits_path(wildcards.dataset, wildcards.model) if "model" in wildcards.keys() else split_source(wildcards)
+    path = LAYOUT.logits(wildcards.dataset, wildcards.model) if "model" in wildcards.keys() else split_source(wildcards)
     return os.path.getsize(path).bit_length() if os.path.exists(path) else 0
 
 
@@ -133,48 +132,38 @@ def logits_request(wildcards):
 def split_source(wildcards):
     """The labels of a data set's split come from its alphabetically first model (all must agree)."""
     first = sorted(config["models"][wildcards.dataset])[0]
-    return logits_path(wildcards.dataset, first)
-
-
-def calibrator_path(dataset, model, method, seed):
-    return f"results/calibrators/{dataset}/{model}/{method}/seed{seed}.json"
+    return LAYOUT.logits(wildcards.dataset, first)
 
 
 def calibrator_paths(wildcards):
     """Method -> fitted calibrator file of one model and seed, for every configured method."""
-    return {method: calibrator_path(wildcards.dataset, wildcards.model, method, wildcards.seed) for method in METHODS}
+    return {method: LAYOUT.calibrator(wildcards.dataset, wildcards.model, method, wildcards.seed) for method in METHODS}
 
 
 def evaluation_paths(wildcards):
-    return [f"results/evaluations/{dataset}/{model}/seed{seed}.csv" for dataset, model in MODELS for seed in SEEDS]
+    return [LAYOUT.evaluation(dataset, model, seed) for dataset, model in MODELS for seed in SEEDS]
 
 
 def figure_paths():
-    return [
-        f"reports/figures/reliability/{dataset}/{model}.{extension}"
-        for dataset, model in MODELS
-        for extension in ("png", "pdf")
-    ]
+    return [LAYOUT.reliability_figure(dataset, model, ext) for dataset, model in MODELS for ext in ("png", "pdf")]
 
 
 def named_figure_paths():
-    return [
-        f"reports/figures/{name}.{extension}" for name in config["report"]["figures"] for extension in ("png", "pdf")
-    ]
+    return [LAYOUT.named_figure(name, ext) for name in config["report"]["figures"] for ext in ("png", "pdf")]
 
 
 def table_paths():
-    return [f"reports/tables/{metric}.{extension}" for metric in METRICS for extension in ("md", "tex")]
+    return [LAYOUT.table(metric, ext) for metric in METRICS for ext in ("md", "tex")]
 
 
 def bootstrap_paths(kind):
     """Every model's and seed's bootstrap file of ``kind`` ("intervals" or "comparisons")."""
-    return [f"results/bootstrap/{dataset}/{model}/seed{seed}.{kind}.csv" for dataset, model in MODELS for seed in SEEDS]
+    return [LAYOUT.bootstrap(dataset, model, seed, kind) for dataset, model in MODELS for seed in SEEDS]
 
 
 def dataset_figures(kind):
     """Data set -> (png, pdf) of the per-data-set figures of ``kind`` ("cd", "size_study")."""
-    return {dataset: tuple(f"reports/figures/{kind}/{dataset}.{ext}" for ext in ("png", "pdf")) for dataset in DATASETS}
+    return {dataset: tuple(LAYOUT.dataset_figure(kind, dataset, ext) for ext in ("png", "pdf")) for dataset in DATASETS}
 
 
 def dataset_figure_paths(kind):
@@ -185,27 +174,42 @@ def uncertainty_table_inputs(wildcards):
     """Extra inputs of the table rule: comparisons for tie marks, intervals for interval cells."""
     inputs = {}
     if config["report"]["mark_ties"]:
-        inputs["comparisons"] = "results/comparisons.csv"
+        inputs["comparisons"] = LAYOUT.comparisons
     if config["report"]["cells"] == "interval":
-        inputs["intervals"] = "results/intervals.csv"
+        inputs["intervals"] = LAYOUT.intervals
     return inputs
 
 
 def uncertainty_reproduction_inputs(wildcards):
     """Extra input of the reproduction rule: the intervals, when they are computed."""
-    return {"intervals": "results/intervals.csv"} if UNCERTAINTY["enabled"] else {}
+    return {"intervals": LAYOUT.intervals} if UNCERTAINTY["enabled"] else {}
 
 
-def uncertainty_paths():
-    """Targets of workflow/rules/uncertainty.smk for `rule all` (none unless enabled in the config)."""
-    paths = []
+def targets():
+    """Every file this run produces, by kind (the targets of the all rule): the one list of its outputs.
+
+    The closing summary reports these groups; a new output becomes a target by being added here.
+    """
+    groups = {
+        "metrics": [LAYOUT.metrics],
+        "tables": table_paths(),
+        "figures": figure_paths() + named_figure_paths(),
+        "intervals": [],
+        "report": [LAYOUT.reproduction],
+    }
     if UNCERTAINTY["enabled"]:
-        paths += ["results/intervals.csv", "results/comparisons.csv", "reports/tables/ranks.md"]
-        paths += dataset_figure_paths("cd")
+        groups["intervals"] += [LAYOUT.intervals, LAYOUT.comparisons]
+        groups["tables"].append(LAYOUT.table("ranks", "md"))
+        groups["figures"] += dataset_figure_paths("cd")
     if SIZE_STUDY["enabled"]:
-        paths += ["results/size_study.csv", "reports/tables/size_study.md"]
-        paths += dataset_figure_paths("size_study")
-    return paths
+        groups["intervals"].append(LAYOUT.size_study)
+        groups["tables"].append(LAYOUT.table("size_study", "md"))
+        groups["figures"] += dataset_figure_paths("size_study")
+    return groups
+
+
+def target_paths():
+    return [path for paths in targets().values() for path in paths]
 
 
 def check_sources():
@@ -267,16 +271,7 @@ def failed_steps():
 
 def output_groups():
     """Where the outputs of a finished run are, by kind, for the closing summary."""
-    return {
-        "metrics": ["results/metrics.csv"],
-        "tables": table_paths() + [path for path in uncertainty_paths() if path.startswith("reports/tables/")],
-        "figures": figure_paths()
-        + named_figure_paths()
-        + [p for p in uncertainty_paths() if p.startswith("reports/fig")],
-        "intervals": [path for path in uncertainty_paths() if path.startswith("results/")],
-        "report": ["reports/reproduction.md"],
-        "logs": ["results/logs"],
-    }
+    return {**targets(), "logs": [LAYOUT.logs]}
 
 
 onstart:

@@ -9,7 +9,7 @@ rule download:
     output:
         f"{DOWNLOADS_DIR}/{{path}}",
     log:
-        "results/logs/download/{path}.log",
+        LAYOUT.log("download", "{path}"),
     wildcard_constraints:
         path="|".join(map(re.escape, DOWNLOADS)) or "(?!)",
     threads: 1

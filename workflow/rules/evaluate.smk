@@ -9,14 +9,14 @@ localrules:
 
 rule evaluate:
     input:
-        logits="results/logits/{dataset}/{model}.npz",
-        split="results/splits/{dataset}/seed{seed}.npz",
+        logits=LAYOUT.logits("{dataset}", "{model}"),
+        split=LAYOUT.split("{dataset}", "{seed}"),
         calibrators=lambda wildcards: calibrator_paths(wildcards).values(),
     output:
-        metrics="results/evaluations/{dataset}/{model}/seed{seed}.csv",
-        reliability="results/reliability/{dataset}/{model}/seed{seed}.json",
+        metrics=LAYOUT.evaluation("{dataset}", "{model}", "{seed}"),
+        reliability=LAYOUT.reliability("{dataset}", "{model}", "{seed}"),
     log:
-        "results/logs/evaluate/{dataset}/{model}/seed{seed}.log",
+        LAYOUT.log("evaluate", "{dataset}/{model}/seed{seed}"),
     priority: size_priority
     threads: 1
     resources:
@@ -37,9 +37,9 @@ rule metrics:
     input:
         evaluation_paths,
     output:
-        "results/metrics.csv",
+        LAYOUT.metrics,
     log:
-        "results/logs/metrics.log",
+        LAYOUT.log("metrics"),
     threads: 1
     resources:
         mem_mb=1000,

@@ -9,9 +9,9 @@ localrules:
 
 rule logits_request:
     output:
-        "results/requests/logits/{dataset}/{model}.json",
+        LAYOUT.logits_request("{dataset}", "{model}"),
     log:
-        "results/logs/logits_request/{dataset}/{model}.log",
+        LAYOUT.log("logits_request", "{dataset}/{model}"),
     threads: 1
     resources:
         mem_mb=500,
@@ -24,12 +24,12 @@ rule logits_request:
 
 rule logits:
     input:
-        request="results/requests/logits/{dataset}/{model}.json",
+        request=LAYOUT.logits_request("{dataset}", "{model}"),
         files=logits_inputs,
     output:
-        "results/logits/{dataset}/{model}.npz",
+        LAYOUT.logits("{dataset}", "{model}"),
     log:
-        "results/logs/logits/{dataset}/{model}.log",
+        LAYOUT.log("logits", "{dataset}/{model}"),
     conda:
         "../envs/calibrepro.yaml"
     threads: lambda wildcards: logits_resources(wildcards)["threads"]

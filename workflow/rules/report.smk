@@ -13,12 +13,12 @@ localrules:
 rule table:
     input:
         unpack(uncertainty_table_inputs),
-        metrics="results/metrics.csv",
+        metrics=LAYOUT.metrics,
     output:
-        md=report("reports/tables/{metric}.md", caption="../report/table.rst", category="Tables"),
-        tex="reports/tables/{metric}.tex",
+        md=report(LAYOUT.table("{metric}", "md"), caption="../report/table.rst", category="Tables"),
+        tex=LAYOUT.table("{metric}", "tex"),
     log:
-        "results/logs/table/{metric}.log",
+        LAYOUT.log("table", "{metric}"),
     threads: 1
     resources:
         mem_mb=1000,
@@ -34,17 +34,17 @@ rule table:
 
 rule reliability_figure:
     input:
-        lambda wildcards: f"results/reliability/{wildcards.dataset}/{wildcards.model}/seed{SEEDS[0]}.json",
+        lambda wildcards: LAYOUT.reliability(wildcards.dataset, wildcards.model, SEEDS[0]),
     output:
         png=report(
-            "reports/figures/reliability/{dataset}/{model}.png",
+            LAYOUT.reliability_figure("{dataset}", "{model}", "png"),
             caption="../report/reliability.rst",
             category="Reliability diagrams",
             subcategory="{dataset}",
         ),
-        pdf="reports/figures/reliability/{dataset}/{model}.pdf",
+        pdf=LAYOUT.reliability_figure("{dataset}", "{model}", "pdf"),
     log:
-        "results/logs/reliability_figure/{dataset}/{model}.log",
+        LAYOUT.log("reliability_figure", "{dataset}/{model}"),
     threads: 1
     resources:
         mem_mb=1000,
@@ -58,12 +58,12 @@ rule reliability_figure:
 
 rule named_figure:
     input:
-        lambda wildcards: f"results/reliability/{config['report']['figures'][wildcards.name]}/seed{SEEDS[0]}.json",
+        lambda wildcards: LAYOUT.reliability(*config["report"]["figures"][wildcards.name].split("/"), SEEDS[0]),
     output:
-        png=report("reports/figures/{name}.png", caption="../report/figure.rst", category="Figures"),
-        pdf="reports/figures/{name}.pdf",
+        png=report(LAYOUT.named_figure("{name}", "png"), caption="../report/figure.rst", category="Figures"),
+        pdf=LAYOUT.named_figure("{name}", "pdf"),
     log:
-        "results/logs/named_figure/{name}.log",
+        LAYOUT.log("named_figure", "{name}"),
     wildcard_constraints:
         name="|".join(config["report"]["figures"]) or "(?!)",
     threads: 1
@@ -80,16 +80,16 @@ rule named_figure:
 rule reproduction:
     input:
         unpack(uncertainty_reproduction_inputs),
-        metrics="results/metrics.csv",
+        metrics=LAYOUT.metrics,
         published=[config["report"]["published"]] if config["report"]["published"] else [],
     output:
         report(
-            "reports/reproduction.md",
+            LAYOUT.reproduction,
             caption="../report/reproduction.rst",
             category="Reproduction",
         ),
     log:
-        "results/logs/reproduction.log",
+        LAYOUT.log("reproduction"),
     threads: 1
     resources:
         mem_mb=1000,

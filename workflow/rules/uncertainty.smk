@@ -15,15 +15,15 @@ localrules:
 
 rule bootstrap:
     input:
-        logits="results/logits/{dataset}/{model}.npz",
-        split="results/splits/{dataset}/seed{seed}.npz",
+        logits=LAYOUT.logits("{dataset}", "{model}"),
+        split=LAYOUT.split("{dataset}", "{seed}"),
         calibrators=lambda wildcards: calibrator_paths(wildcards).values(),
-        evaluation="results/evaluations/{dataset}/{model}/seed{seed}.csv",
+        evaluation=LAYOUT.evaluation("{dataset}", "{model}", "{seed}"),
     output:
-        intervals="results/bootstrap/{dataset}/{model}/seed{seed}.intervals.csv",
-        comparisons="results/bootstrap/{dataset}/{model}/seed{seed}.comparisons.csv",
+        intervals=LAYOUT.bootstrap("{dataset}", "{model}", "{seed}", "intervals"),
+        comparisons=LAYOUT.bootstrap("{dataset}", "{model}", "{seed}", "comparisons"),
     log:
-        "results/logs/bootstrap/{dataset}/{model}/seed{seed}.log",
+        LAYOUT.log("bootstrap", "{dataset}/{model}/seed{seed}"),
     threads: 1
     resources:
         mem_mb=4000,
@@ -54,9 +54,9 @@ rule intervals:
     input:
         lambda wildcards: bootstrap_paths("intervals"),
     output:
-        "results/intervals.csv",
+        LAYOUT.intervals,
     log:
-        "results/logs/intervals.log",
+        LAYOUT.log("intervals"),
     threads: 1
     resources:
         mem_mb=1000,
@@ -69,9 +69,9 @@ rule comparisons:
     input:
         lambda wildcards: bootstrap_paths("comparisons"),
     output:
-        "results/comparisons.csv",
+        LAYOUT.comparisons,
     log:
-        "results/logs/comparisons.log",
+        LAYOUT.log("comparisons"),
     threads: 1
     resources:
         mem_mb=1000,
@@ -82,16 +82,16 @@ rule comparisons:
 
 rule ranks:
     input:
-        "results/metrics.csv",
+        LAYOUT.metrics,
     output:
         md=report(
-            "reports/tables/ranks.md",
+            LAYOUT.table("ranks", "md"),
             caption="../report/ranks.rst",
             category="Uncertainty",
         ),
         figures=dataset_figure_paths("cd"),
     log:
-        "results/logs/ranks.log",
+        LAYOUT.log("ranks"),
     threads: 1
     resources:
         mem_mb=1000,
@@ -107,12 +107,12 @@ rule ranks:
 
 rule size_study:
     input:
-        logits="results/logits/{dataset}/{model}.npz",
-        split=lambda wildcards: f"results/splits/{wildcards.dataset}/seed{SEEDS[0]}.npz",
+        logits=LAYOUT.logits("{dataset}", "{model}"),
+        split=lambda wildcards: LAYOUT.split(wildcards.dataset, SEEDS[0]),
     output:
-        "results/size_study/{dataset}/{model}.csv",
+        LAYOUT.size_study_part("{dataset}", "{model}"),
     log:
-        "results/logs/size_study/{dataset}/{model}.log",
+        LAYOUT.log("size_study", "{dataset}/{model}"),
     threads: 1
     resources:
         mem_mb=4000,
@@ -132,11 +132,11 @@ rule size_study:
 
 rule size_study_gather:
     input:
-        [f"results/size_study/{dataset}/{model}.csv" for dataset, model in MODELS],
+        [LAYOUT.size_study_part(dataset, model) for dataset, model in MODELS],
     output:
-        "results/size_study.csv",
+        LAYOUT.size_study,
     log:
-        "results/logs/size_study_gather.log",
+        LAYOUT.log("size_study_gather"),
     threads: 1
     resources:
         mem_mb=1000,
@@ -147,16 +147,16 @@ rule size_study_gather:
 
 rule size_study_report:
     input:
-        "results/size_study.csv",
+        LAYOUT.size_study,
     output:
         md=report(
-            "reports/tables/size_study.md",
+            LAYOUT.table("size_study", "md"),
             caption="../report/size_study.rst",
             category="Uncertainty",
         ),
         figures=dataset_figure_paths("size_study"),
     log:
-        "results/logs/size_study_report.log",
+        LAYOUT.log("size_study_report"),
     threads: 1
     resources:
         mem_mb=1000,

@@ -24,12 +24,8 @@ import numpy as np
 from calibrepro.config import ConfigError
 from calibrepro.download import sha256_of
 from calibrepro.io import LogitsFileError, load_logits, save_logits
+from calibrepro.layout import Layout
 from calibrepro.zoo import LogitsRequest, Source
-
-
-def member_logits_path(dataset: str, member: str) -> str:
-    """Where the workflow caches a member's logits (the ``logits`` rule's output)."""
-    return f"results/logits/{dataset}/{member}.npz"
 
 
 def check_ensembles(models: dict) -> None:
@@ -68,8 +64,9 @@ class EnsembleSource(Source):
     name = "ensemble"
 
     def logits_inputs(self, dataset: str, model: str, spec: dict, config: dict) -> dict[str, str]:
-        """The members' cached logits archives, by member name."""
-        return {member: member_logits_path(dataset, member) for member in spec["members"]}
+        """The members' cached logits archives (the ``logits`` rule's outputs, under ``config["results"]``), by member name."""
+        layout = Layout(results=config["results"])
+        return {member: layout.logits(dataset, member) for member in spec["members"]}
 
     def cache_logits(self, request: LogitsRequest, output: Path) -> None:
         key = f"models.{request.dataset}.{request.model}.members"

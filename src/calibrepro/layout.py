@@ -1,0 +1,117 @@
+"""Where a run's files go: the one table of result and report paths.
+
+The rule files, ``workflow/rules/common.smk`` and the library take every path of a run from a
+:class:`Layout`, so moving the outputs (e.g. into a folder per configuration) is a change here
+only. Rules pass wildcard placeholders as arguments (``layout.logits("{dataset}", "{model}")``);
+the library passes values. Adding an output: add a method here, use it in the rule's ``output:``,
+and list the path among the run's targets (``targets()`` in common.smk), which is also the list of
+what the run keeps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The folders of one run: ``results`` (data, intermediate files, logs) and ``reports`` (tables, figures)."""
+
+    results: str = "results"
+    reports: str = "reports"
+
+
+    # --- results: cached logits, splits, fitted calibrators, metrics -----------------------------
+
+    def logits(self, dataset: str, model: str) -> str:
+        """A model's logits archive on its evaluation set (``calibrepro.io``)."""
+        return f"{self.results}/logits/{dataset}/{model}.npz"
+
+    def logits_request(self, dataset: str, model: str) -> str:
+        """The logits job's request file (``calibrepro.zoo.LogitsRequest`` as JSON)."""
+        return f"{self.results}/requests/logits/{dataset}/{model}.json"
+
+    def split(self, dataset: str, seed) -> str:
+        """The calibration/test split of a data set for one seed (``calibrepro.splits``)."""
+        return f"{self.results}/splits/{dataset}/seed{seed}.npz"
+
+    def calibrator(self, dataset: str, model: str, method: str, seed) -> str:
+        """One fitted calibrator (``calibrepro.calibrators``)."""
+        return f"{self.results}/calibrators/{dataset}/{model}/{method}/seed{seed}.json"
+
+    def evaluation(self, dataset: str, model: str, seed) -> str:
+        """One model's rows of ``metrics.csv`` for one seed."""
+        return f"{self.results}/evaluations/{dataset}/{model}/seed{seed}.csv"
+
+    def reliability(self, dataset: str, model: str, seed) -> str:
+        """One model's reliability-diagram bins for one seed (``calibrepro.reliability``)."""
+        return f"{self.results}/reliability/{dataset}/{model}/seed{seed}.json"
+
+    @property
+    def metrics(self) -> str:
+        """Every model's metrics, tidy (``calibrepro.report.metrics_file``)."""
+        return f"{self.results}/metrics.csv"
+
+    # --- results: uncertainty and the calibration-set-size study ---------------------------------
+
+    def bootstrap(self, dataset: str, model: str, seed, kind: str) -> str:
+        """One model's bootstrap file of ``kind`` ("intervals" or "comparisons") for one seed."""
+        return f"{self.results}/bootstrap/{dataset}/{model}/seed{seed}.{kind}.csv"
+
+    @property
+    def intervals(self) -> str:
+        return f"{self.results}/intervals.csv"
+
+    @property
+    def comparisons(self) -> str:
+        return f"{self.results}/comparisons.csv"
+
+    def size_study_part(self, dataset: str, model: str) -> str:
+        """One model's size-study rows."""
+        return f"{self.results}/size_study/{dataset}/{model}.csv"
+
+    @property
+    def size_study(self) -> str:
+        return f"{self.results}/size_study.csv"
+
+    # --- results: logs ---------------------------------------------------------------------------
+
+    @property
+    def logs(self) -> str:
+        return f"{self.results}/logs"
+
+    def log(self, rule: str, what: str = "") -> str:
+        """The log of one job of ``rule``: ``logs/<rule>/<what>.log``, or ``logs/<rule>.log`` without ``what``."""
+        return f"{self.logs}/{rule}/{what}.log" if what else f"{self.logs}/{rule}.log"
+
+    # --- reports: tables, figures, the reproduction report ---------------------------------------
+
+    @property
+    def tables(self) -> str:
+        return f"{self.reports}/tables"
+
+    def table(self, name: str, extension: str) -> str:
+        """A table (a metric's, ``ranks``, ``size_study``) as ``md`` or ``tex``."""
+        return f"{self.tables}/{name}.{extension}"
+
+    @property
+    def figures(self) -> str:
+        return f"{self.reports}/figures"
+
+    def reliability_figure(self, dataset: str, model: str, extension: str) -> str:
+        """One model's reliability diagram (``png`` or ``pdf``)."""
+        return f"{self.figures}/reliability/{dataset}/{model}.{extension}"
+
+    def named_figure(self, name: str, extension: str) -> str:
+        """A figure named in the config's ``report.figures``."""
+        return f"{self.figures}/{name}.{extension}"
+
+    def dataset_figure(self, kind: str, dataset: str, extension: str) -> str:
+        """A per-data-set figure of ``kind`` ("cd", "size_study")."""
+        return f"{self.figures}/{kind}/{dataset}.{extension}"
+
+    @property
+    def reproduction(self) -> str:
+        """The comparison with the published values (``calibrepro.report.reproduction``)."""
+        return f"{self.reports}/reproduction.md"
+
