@@ -224,8 +224,9 @@ def fit_predict(kind: str, x_train, y_train, x_test, options: dict | None = None
         elif name in ("stds", "scale"):
             value = value * scale_y.std[column]
         params[name] = value
+    logger.info("%s: trained on %d samples on %s in %.1f s", kind, len(x_train), device, time.perf_counter() - start)
     info = {**predictive.info, "kind": kind, "options": opts, "seed": seed, "device": str(device),
-            "train_samples": len(x_train), "seconds": round(time.perf_counter() - start, 3)}
+            "train_samples": len(x_train), "torch": torch.__version__}
     return Predictive(predictive.family, params, info)
 
 

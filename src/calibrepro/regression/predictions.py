@@ -11,7 +11,7 @@ one per forecast hour, rows ordered by sample then output.
 - ``mean`` and ``std``: the predictive's moments (for a mixture its mixture moments, for a
   Student-t its location and sqrt(df / (df - 2)) times its scale);
 - the same arrays of the calibration part (which fits the recalibrators) prefixed ``calibration_``;
-- ``metadata``: JSON text of what produced them (kind, options, seed, device, training time).
+- ``metadata``: JSON text of what produced them (kind, options, seed, device, torch version).
 
 Written atomically by :func:`save_predictions`; read without pickles by :func:`load_predictions`.
 """
