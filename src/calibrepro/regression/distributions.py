@@ -1,0 +1,509 @@
+"""Predictive distributions of regressors: one distribution per test sample, vectorised.
+
+A regressor with uncertainty gives every input ``x_t`` a predictive distribution with CDF ``F_t``;
+calibration (Kuleshov et al. 2018) is about these CDFs.  Three families cover the seed's models:
+
+* :class:`Gaussian` -- one network with a heteroscedastic (mean, sigma) output (Nix & Weigend
+  1994; Kendall & Gal 2017), or any model summarised by a mean and a standard deviation.
+* :class:`GaussianMixture` -- a deep ensemble (Lakshminarayanan et al. 2017, section 2.4: the
+  uniform mixture of the members' Gaussians) and MC-Dropout (Gal & Ghahramani 2016, section 4:
+  T stochastic passes, each a Gaussian with the model's noise variance ``1/tau``); the mixture
+  is the predictive itself, not a Gaussian matched to its moments, so its CDF keeps the skew and
+  the heavier tails of the T passes.
+* :class:`StudentT` -- evidential regression (Amini et al. 2020, eq. 8): the Normal-Inverse-Gamma
+  prior integrated over the mean and variance gives ``St(gamma, beta (1 + nu) / (nu alpha), 2 alpha)``.
+
+Every family stores parameter arrays with a first axis of length N (samples) and answers
+``cdf``/``pdf``/``logpdf`` at ``y`` of shape (N,) or (N, L) and ``ppf`` at levels of shape (N,) or
+(N, L) (L values per sample, e.g. confidence levels: ``np.broadcast_to(levels, (N, L))``).
+Each family is closed under ``Y -> m + s (Y - m)`` (:meth:`Predictive.scaled`, what standard-
+deviation scaling needs) and gives partial moments over intervals in closed form
+(:meth:`Predictive.partial_moments`, what the recalibrated distribution's mean and variance need).
+Everything is float64; nothing loops over samples in Python.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import ClassVar
+
+import numpy as np
+from scipy import special
+
+__all__ = ["Gaussian", "GaussianMixture", "Predictive", "StudentT", "predictive_from_arrays"]
+
+_SQRT2PI = np.sqrt(2.0 * np.pi)
+
+
+def _as_param(values, name: str, ndim: int = 1) -> np.ndarray:
+    a = np.array(values, dtype=np.float64, copy=True)
+    if a.ndim != ndim:
+        raise ValueError(f"{name} must be a {ndim}-D array, got shape {a.shape}")
+    if not np.isfinite(a).all():
+        raise ValueError(f"{name} contains NaN or infinite values")
+    a.setflags(write=False)
+    return a
+
+
+def _positive(a: np.ndarray, name: str) -> np.ndarray:
+    if (a <= 0).any():
+        raise ValueError(f"{name} must be > 0 (found {int((a <= 0).sum())} values <= 0)")
+    return a
+
+
+def _col(param: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``param`` (N,) shaped to broadcast against ``x`` of shape (N,) or (N, L)."""
+    return param if x.ndim == 1 else param[:, None]
+
+
+def _at(x, n: int) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim not in (1, 2) or x.shape[0] != n:
+        raise ValueError(f"expected an array of shape ({n},) or ({n}, L), got {x.shape}")
+    return x
+
+
+def _norm_pdf(z):
+    return np.exp(-0.5 * z * z) / _SQRT2PI
+
+
+def _gauss_partial(alpha, beta):
+    """Standard normal over [alpha, beta]: mass, int z phi, int z^2 phi (infinite limits allowed)."""
+    pa, pb = _norm_pdf(alpha), _norm_pdf(beta)
+    m0 = special.ndtr(beta) - special.ndtr(alpha)
+    m1 = pa - pb
+    with np.errstate(invalid="ignore"):  # inf * 0 at infinite limits, replaced by the limit 0
+        za = np.where(np.isfinite(alpha), alpha * pa, 0.0)
+        zb = np.where(np.isfinite(beta), beta * pb, 0.0)
+    return m0, m1, m0 + za - zb
+
+
+class Predictive:
+    """N predictive distributions (one per sample): CDF, quantiles, density, moments, draws.
+
+    A subclass sets :attr:`kind` and its parameters; :meth:`params` returns them as arrays (what a
+    predictions file stores) and :func:`predictive_from_arrays` rebuilds the distribution.
+    """
+
+    kind: ClassVar[str] = ""
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def cdf(self, y) -> np.ndarray:
+        """``F_t(y)`` for y of shape (N,) or (N, L)."""
+        raise NotImplementedError
+
+    def logpdf(self, y) -> np.ndarray:
+        """``log f_t(y)``."""
+        raise NotImplementedError
+
+    def pdf(self, y) -> np.ndarray:
+        return np.exp(self.logpdf(y))
+
+    def ppf(self, q) -> np.ndarray:
+        """Quantiles ``F_t^{-1}(q)`` for levels q in [0, 1] of shape (N,) or (N, L)."""
+        raise NotImplementedError
+
+    def mean(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def var(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def std(self) -> np.ndarray:
+        return np.sqrt(self.var())
+
+    def partial_moments(self, lo, hi) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``int_lo^hi y^k f_t(y) dy`` for k = 0, 1, 2 (lo, hi of shape (N, L), may be infinite)."""
+        raise NotImplementedError
+
+    def scaled(self, s: float) -> "Predictive":
+        """The distribution of ``m_t + s (Y_t - m_t)``, m_t the mean: every std times ``s`` (same family)."""
+        raise NotImplementedError
+
+    def take(self, index) -> "Predictive":
+        """The distributions of the samples ``index`` (an index array or boolean mask)."""
+        return type(self)(**{k: v[index] for k, v in self.params().items()})
+
+    def params(self) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def sample(self, draws: int, seed: int) -> np.ndarray:
+        """``draws`` independent draws per sample, shape (N, draws), from ``numpy``'s PCG64 with ``seed``."""
+        u = np.random.default_rng(seed).random((len(self), draws))
+        return self.ppf(np.clip(u, 1e-12, 1 - 1e-12))
+
+    def crps(self, y) -> np.ndarray:
+        """Continuous ranked probability score per sample (Gneiting & Raftery 2007, eq. 20), numerically.
+
+        ``CRPS(F, y) = 2 int_0^1 (1(y <= F^-1(v)) - v) (F^-1(v) - y) dv``, the integral of the
+        pinball loss over levels (Laio & Tamea 2007, eq. 9), computed as an integral over
+        ``v = Phi(z)``: the trapezoid rule on :data:`CRPS_Z` (256 points in [-6, 6]), which puts
+        points in the tails where the midpoint rule in v misses them (against the closed forms,
+        tested: relative error below 1e-3 per sample for Gaussians and Student-t's down to 2.5
+        degrees of freedom, below 5e-3 for multimodal mixtures, below 2e-4 on the mean).
+        Families with a closed form override this.
+        """
+        y = _at(y, len(self))
+        v = special.ndtr(CRPS_Z)
+        weight = (CRPS_Z[1] - CRPS_Z[0]) * _norm_pdf(CRPS_Z)
+        d = self.ppf(np.broadcast_to(v, (len(self), v.size))) - y[:, None]
+        return 2.0 * (((d >= 0) - v) * d) @ weight
+
+
+#: the quadrature nodes (in z, levels Phi(z)) of the numerical CRPS (:meth:`Predictive.crps`)
+CRPS_Z = np.linspace(-6.0, 6.0, 256)
+
+
+class Gaussian(Predictive):
+    """``N(mean_t, std_t^2)`` per sample: a heteroscedastic network's output, or a mean and a std."""
+
+    kind = "gaussian"
+
+    def __init__(self, mean, std):
+        self.loc = _as_param(mean, "mean")
+        self.scale = _positive(_as_param(std, "std"), "std")
+        if self.scale.shape != self.loc.shape:
+            raise ValueError(f"mean {self.loc.shape} and std {self.scale.shape} differ in shape")
+
+    def __len__(self):
+        return self.loc.shape[0]
+
+    def params(self):
+        return {"mean": self.loc, "std": self.scale}
+
+    def _z(self, y):
+        y = _at(y, len(self))
+        return (y - _col(self.loc, y)) / _col(self.scale, y), y
+
+    def cdf(self, y):
+        z, _ = self._z(y)
+        return special.ndtr(z)
+
+    def logpdf(self, y):
+        z, y = self._z(y)
+        return -0.5 * z * z - np.log(_col(self.scale, y)) - 0.5 * np.log(2 * np.pi)
+
+    def ppf(self, q):
+        q = _at(q, len(self))
+        return _col(self.loc, q) + _col(self.scale, q) * special.ndtri(q)
+
+    def mean(self):
+        return self.loc.copy()
+
+    def var(self):
+        return self.scale**2
+
+    def partial_moments(self, lo, hi):
+        lo, hi = _at(lo, len(self)), _at(hi, len(self))
+        mu, sd = _col(self.loc, lo), _col(self.scale, lo)
+        m0, z1, z2 = _gauss_partial((lo - mu) / sd, (hi - mu) / sd)
+        return m0, mu * m0 + sd * z1, mu * mu * m0 + 2 * mu * sd * z1 + sd * sd * z2
+
+    def scaled(self, s):
+        return Gaussian(self.loc, self.scale * float(s))
+
+    def crps(self, y):
+        """Closed form (Gneiting et al. 2005, eq. 5): ``sigma [z (2 Phi(z) - 1) + 2 phi(z) - 1/sqrt(pi)]``."""
+        z, _ = self._z(y)
+        return self.scale * (z * (2 * special.ndtr(z) - 1) + 2 * _norm_pdf(z) - 1 / np.sqrt(np.pi))
+
+
+class StudentT(Predictive):
+    """Location-scale Student-t ``St(loc_t, scale_t, df_t)``: evidential regression's predictive.
+
+    Amini et al. (2020, eq. 8) integrate the Normal-Inverse-Gamma evidence
+    ``NIG(gamma, nu, alpha, beta)`` over the Gaussian's mean and variance; the marginal of y is a
+    Student-t with ``2 alpha`` degrees of freedom, location ``gamma`` and squared scale
+    ``beta (1 + nu) / (nu alpha)`` (:meth:`from_nig`).  Its variance is finite for ``df > 2``
+    (``inf`` otherwise, and so are the mean-squared quantities that need it).
+    """
+
+    kind = "student_t"
+
+    def __init__(self, loc, scale, df):
+        self.loc = _as_param(loc, "loc")
+        self.scale = _positive(_as_param(scale, "scale"), "scale")
+        self.df = _positive(_as_param(df, "df"), "df")
+        if not self.loc.shape == self.scale.shape == self.df.shape:
+            raise ValueError("loc, scale and df must have the same shape")
+
+    @classmethod
+    def from_nig(cls, gamma, nu, alpha, beta) -> "StudentT":
+        """The predictive of NIG evidence (Amini et al. 2020, eq. 8)."""
+        nu, alpha, beta = (np.asarray(a, dtype=np.float64) for a in (nu, alpha, beta))
+        return cls(gamma, np.sqrt(beta * (1 + nu) / (nu * alpha)), 2 * alpha)
+
+    def __len__(self):
+        return self.loc.shape[0]
+
+    def params(self):
+        return {"loc": self.loc, "scale": self.scale, "df": self.df}
+
+    def _z(self, y):
+        y = _at(y, len(self))
+        return (y - _col(self.loc, y)) / _col(self.scale, y), y
+
+    def cdf(self, y):
+        z, y = self._z(y)
+        return special.stdtr(_col(self.df, y), z)
+
+    def logpdf(self, y):
+        z, y = self._z(y)
+        nu = _col(self.df, y)
+        return (
+            special.gammaln((nu + 1) / 2)
+            - special.gammaln(nu / 2)
+            - 0.5 * np.log(nu * np.pi)
+            - np.log(_col(self.scale, y))
+            - (nu + 1) / 2 * np.log1p(z * z / nu)
+        )
+
+    def ppf(self, q):
+        q = _at(q, len(self))
+        x = _col(self.loc, q) + _col(self.scale, q) * special.stdtrit(_col(self.df, q), q)
+        return np.where(q <= 0, -np.inf, np.where(q >= 1, np.inf, x))  # scipy's stdtrit(df, 0) is +inf
+
+    def mean(self):
+        return np.where(self.df > 1, self.loc, np.nan)
+
+    def var(self):
+        with np.errstate(divide="ignore"):
+            return np.where(self.df > 2, self.scale**2 * self.df / np.maximum(self.df - 2, 1e-300), np.inf)
+
+    def partial_moments(self, lo, hi):
+        """Closed forms: ``int z f_nu = -(nu + z^2) f_nu(z) / (nu - 1)`` and, for nu > 2,
+        ``int z^2 f_nu = nu (nu-1)/(nu-2) F_{nu-2}(z sqrt((nu-2)/nu)) - nu F_nu(z)`` (from
+        ``z^2 f_nu(z) = nu (1 + z^2/nu) f_nu(z) - nu f_nu(z)``); NaN/inf where they diverge."""
+        lo, hi = _at(lo, len(self)), _at(hi, len(self))
+        mu, sd, nu = _col(self.loc, lo), _col(self.scale, lo), _col(self.df, lo)
+        a, b = (lo - mu) / sd, (hi - mu) / sd
+        m0 = special.stdtr(nu, b) - special.stdtr(nu, a)
+
+        def first(z):
+            with np.errstate(invalid="ignore", over="ignore"):
+                f = np.exp(self._logpdf_std(z, nu))
+                out = -(nu + z * z) * f / (nu - 1)
+            return np.where(np.isfinite(z), out, 0.0)
+
+        def second(z):
+            with np.errstate(invalid="ignore", divide="ignore"):
+                w = z * np.sqrt(np.maximum(nu - 2, 0) / nu)
+                return nu * (nu - 1) / (nu - 2) * special.stdtr(np.maximum(nu - 2, 1e-300), w) - nu * special.stdtr(
+                    nu, z
+                )
+
+        z1 = np.where(nu > 1, first(b) - first(a), np.nan)
+        z2 = np.where(nu > 2, second(b) - second(a), np.inf)
+        return m0, mu * m0 + sd * z1, mu * mu * m0 + 2 * mu * sd * z1 + sd * sd * z2
+
+    @staticmethod
+    def _logpdf_std(z, nu):
+        return (
+            special.gammaln((nu + 1) / 2)
+            - special.gammaln(nu / 2)
+            - 0.5 * np.log(nu * np.pi)
+            - (nu + 1) / 2 * np.log1p(z * z / nu)
+        )
+
+    def scaled(self, s):
+        return StudentT(self.loc, self.scale * float(s), self.df)
+
+    def crps(self, y):
+        """Closed form for ``df > 1`` (Jordan, Krueger & Lerch 2019, scoringRules, section on the t):
+
+        ``sigma [z (2 F_nu(z) - 1) + 2 f_nu(z) (nu + z^2) / (nu - 1)
+        - 2 sqrt(nu) B(1/2, nu - 1/2) / ((nu - 1) B(1/2, nu/2)^2)]``; ``inf`` for ``df <= 1``.
+        """
+        z, y = self._z(y)
+        nu = self.df
+        with np.errstate(invalid="ignore", divide="ignore"):
+            f = np.exp(self._logpdf_std(z, nu))
+            bterm = 2 * np.sqrt(nu) * np.exp(special.betaln(0.5, nu - 0.5) - 2 * special.betaln(0.5, nu / 2)) / (nu - 1)
+            out = self.scale * (z * (2 * special.stdtr(nu, z) - 1) + 2 * f * (nu + z * z) / (nu - 1) - bterm)
+        return np.where(nu > 1, out, np.inf)
+
+
+class GaussianMixture(Predictive):
+    """``sum_k w_k N(means_tk, stds_tk^2)`` per sample: deep ensembles and MC-Dropout passes.
+
+    ``means`` and ``stds`` are (N, M); ``weights`` (M,) default to the uniform ``1/M`` (ensemble
+    members and dropout passes are exchangeable).  The quantile function has no closed form; it is
+    found by Newton's method safeguarded by bisection on the bracket
+    ``[min_k F_k^-1(q), max_k F_k^-1(q)]``, which always holds the mixture's quantile because the
+    mixture's CDF is a convex combination of its components' (see :meth:`ppf`).
+    """
+
+    kind = "gaussian_mixture"
+
+    def __init__(self, means, stds, weights=None):
+        self.means = _as_param(means, "means", 2)
+        self.stds = _positive(_as_param(stds, "stds", 2), "stds")
+        if self.means.shape != self.stds.shape:
+            raise ValueError(f"means {self.means.shape} and stds {self.stds.shape} differ in shape")
+        m = self.means.shape[1]
+        w = np.full(m, 1.0 / m) if weights is None else _as_param(weights, "weights")
+        if w.shape != (m,) or (w < 0).any() or not np.isclose(w.sum(), 1.0):
+            raise ValueError(f"weights must be {m} non-negative numbers summing to 1")
+        self.weights = w
+
+    @classmethod
+    def from_samples(cls, samples, noise_std) -> "GaussianMixture":
+        """MC-Dropout: T passes ``samples`` (N, T), each with noise std ``noise_std`` (scalar, (N,) or (N, T))."""
+        s = np.asarray(samples, dtype=np.float64)
+        noise = np.asarray(noise_std, dtype=np.float64)
+        return cls(s, np.broadcast_to(noise[:, None] if noise.ndim == 1 else noise, s.shape))
+
+    def __len__(self):
+        return self.means.shape[0]
+
+    def params(self):
+        return {"means": self.means, "stds": self.stds, "weights": self.weights}
+
+    def take(self, index):
+        return GaussianMixture(self.means[index], self.stds[index], self.weights)
+
+    def _bc(self, x):
+        """x (N,) or (N, L) -> (x[..., None], means, stds) broadcastable over the M components."""
+        x = _at(x, len(self))
+        if x.ndim == 1:
+            return x[:, None], self.means, self.stds, x
+        return x[:, :, None], self.means[:, None, :], self.stds[:, None, :], x
+
+    def cdf(self, y):
+        y3, mu, sd, _ = self._bc(y)
+        return special.ndtr((y3 - mu) / sd) @ self.weights
+
+    def pdf(self, y):
+        y3, mu, sd, _ = self._bc(y)
+        return (_norm_pdf((y3 - mu) / sd) / sd) @ self.weights
+
+    def logpdf(self, y):
+        """``log sum_k w_k N(y; mu_k, sd_k)`` by log-sum-exp (no underflow far in the tails)."""
+        y3, mu, sd, _ = self._bc(y)
+        z = (y3 - mu) / sd
+        return special.logsumexp(-0.5 * z * z - np.log(sd * _SQRT2PI), axis=-1, b=self.weights)
+
+    def ppf(self, q, tol: float = 1e-10, max_iter: int = 100):
+        """Quantiles by bracketed Newton iteration on the log CDF (bisection where a step leaves the bracket).
+
+        For a level q < 1/2 Newton's method solves ``log F(x) = log q``, for q >= 1/2
+        ``log S(x) = log(1 - q)`` (S = 1 - F, from ``log_ndtr(-z)``, so no cancellation near 1):
+        in the tails these are nearly linear (each component's log CDF is concave), where Newton on
+        F itself crawls.  The bracket ``[min_k F_k^-1(q), max_k F_k^-1(q)]`` always holds the
+        quantile (F is a convex combination of the F_k); the start is the Gaussian with the
+        mixture's moments, clipped into it.  Stops when ``|step| <= tol (1 + |x|)`` or the bracket
+        is that narrow: 4-7 iterations for levels in [1e-9, 1 - 1e-9].  Levels 0 and 1 give -inf, inf.
+        """
+        q = _at(q, len(self))
+        shape = q.shape
+        qq = q.reshape(len(self), -1)
+        n, l = qq.shape
+        z = special.ndtri(qq)
+        comp = self.means[:, None, :] + self.stds[:, None, :] * z[:, :, None]  # (N, L, M)
+        lo, hi = comp.min(axis=2), comp.max(axis=2)
+        guess = np.clip(self.mean()[:, None] + self.std()[:, None] * z, lo, hi)
+        out = np.where(qq <= 0, -np.inf, np.where(qq >= 1, np.inf, guess)).ravel()
+        lo, hi, qf = lo.ravel(), hi.ravel(), qq.ravel()
+        active = np.flatnonzero((qf > 0) & (qf < 1) & (hi > lo))
+        rows = np.repeat(np.arange(n), l)
+        sign = np.where(qf < 0.5, 1.0, -1.0)  # +1: solve log F = log q; -1: log S = log(1 - q)
+        with np.errstate(divide="ignore"):
+            target = np.log(np.where(qf < 0.5, qf, 1.0 - qf))
+        log_w = np.log(self.weights)
+        self.ppf_iterations_ = 0
+        while active.size and self.ppf_iterations_ < max_iter:
+            self.ppf_iterations_ += 1
+            x, r, s = out[active], rows[active], sign[active]
+            sd = self.stds[r]
+            zz = (x[:, None] - self.means[r]) / sd
+            log_tail = _logsumexp_rows(special.log_ndtr(s[:, None] * zz) + log_w)
+            log_f = _logsumexp_rows(-0.5 * zz * zz - np.log(sd) + log_w) - 0.5 * np.log(2 * np.pi)
+            g = log_tail - target[active]
+            below = (s * g) < 0  # F(x) < q, or S(x) > 1 - q
+            lo[active] = np.where(below, x, lo[active])
+            hi[active] = np.where(below, hi[active], x)
+            a, b = lo[active], hi[active]
+            with np.errstate(over="ignore", invalid="ignore"):
+                step = s * g * np.exp(log_tail - log_f)
+            x_new = x - step
+            converged = (g == 0) | (np.abs(step) <= tol * (1 + np.abs(x)))
+            inside = (x_new > a) & (x_new < b) & np.isfinite(x_new)
+            x_new = np.where(inside | converged, x_new, 0.5 * (a + b))
+            out[active] = x_new
+            done = converged | (b - a <= tol * (1 + np.abs(x_new)))
+            active = active[~done]
+        return out.reshape(shape)
+
+    def mean(self):
+        return self.means @ self.weights
+
+    def var(self):
+        """Law of total variance: ``sum_k w_k (sd_k^2 + mu_k^2) - mean^2`` (Lakshminarayanan et al. 2017)."""
+        m = self.mean()
+        return (self.stds**2 + (self.means - m[:, None]) ** 2) @ self.weights
+
+    def partial_moments(self, lo, hi):
+        lo, hi = _at(lo, len(self)), _at(hi, len(self))
+        lo3, mu, sd, _ = self._bc(lo)
+        hi3 = hi[..., None]
+        m0, z1, z2 = _gauss_partial((lo3 - mu) / sd, (hi3 - mu) / sd)
+        w = self.weights
+        return m0 @ w, (mu * m0 + sd * z1) @ w, (mu * mu * m0 + 2 * mu * sd * z1 + sd * sd * z2) @ w
+
+    def scaled(self, s):
+        s = float(s)
+        m = self.mean()[:, None]
+        return GaussianMixture(m + s * (self.means - m), self.stds * s, self.weights)
+
+    def crps(self, y):
+        """Closed form (Grimit et al. 2006, eq. 2): ``E|X - y| - E|X - X'| / 2`` with
+        ``E|N(m, s^2)| = m (2 Phi(m/s) - 1) + 2 s phi(m/s)``; O(M^2) per sample, so for more than
+        :data:`MIXTURE_CRPS_CLOSED_MAX` components the numerical form of :class:`Predictive`."""
+        y = _at(y, len(self))
+        if y.ndim != 1:
+            raise ValueError("crps takes one observation per sample")
+        if self.means.shape[1] > MIXTURE_CRPS_CLOSED_MAX:
+            return super().crps(y)
+        w = self.weights
+        first = _abs_normal_mean(self.means - y[:, None], self.stds) @ w
+        out = np.empty(len(self))
+        chunk = max(1, (1 << 22) // max(1, self.means.shape[1] ** 2))
+        for i in range(0, len(self), chunk):
+            mu, sd = self.means[i : i + chunk], self.stds[i : i + chunk]
+            dm = mu[:, :, None] - mu[:, None, :]
+            ds = np.sqrt(sd[:, :, None] ** 2 + sd[:, None, :] ** 2)
+            out[i : i + chunk] = np.einsum("nij,i,j->n", _abs_normal_mean(dm, ds), w, w)
+        return first - 0.5 * out
+
+
+#: the most mixture components for which :meth:`GaussianMixture.crps` uses its O(M^2) closed form
+MIXTURE_CRPS_CLOSED_MAX = 256
+
+
+def _logsumexp_rows(a: np.ndarray) -> np.ndarray:
+    """``log sum_k exp(a_ik)`` per row; scipy's ``logsumexp`` does the same 5x slower (array-API checks)."""
+    top = a.max(axis=1)
+    top = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(divide="ignore"):
+        return top + np.log(np.exp(a - top[:, None]).sum(axis=1))
+
+
+def _abs_normal_mean(m, s):
+    """``E|X|`` for ``X ~ N(m, s^2)``."""
+    r = m / s
+    return m * (2 * special.ndtr(r) - 1) + 2 * s * _norm_pdf(r)
+
+
+_KINDS = {cls.kind: cls for cls in (Gaussian, StudentT, GaussianMixture)}
+
+
+def predictive_from_arrays(kind: str, arrays) -> Predictive:
+    """Rebuild a distribution from its :attr:`Predictive.kind` and :meth:`Predictive.params` arrays."""
+    try:
+        cls = _KINDS[kind]
+    except KeyError:
+        raise ValueError(f"unknown predictive kind {kind!r}; known: {', '.join(_KINDS)}") from None
+    names = [name for name in inspect.signature(cls).parameters if name in arrays]
+    return cls(**{name: arrays[name] for name in names})

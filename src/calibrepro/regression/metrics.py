@@ -1,0 +1,248 @@
+"""Metrics of predictive distributions: calibration (MSCE, miscalibration area, coverage), accuracy, scores.
+
+Every metric is computed from per-sample *terms* of a predictive and the targets
+(:func:`sample_terms`: the PIT value ``u_t = F_t(y_t)``, the squared error of the mean, the negative
+log density, the CRPS and the predictive variance) and optional per-sample *weights* (bootstrap
+counts; None = all 1).  That is the resampled form: a bootstrap draws weights and calls
+:meth:`RegressionMetric.value` again, without touching the model or the recalibrator.
+
+Confidence levels.  The seed defines ``MSCE = (1/m) sum_j (p_j - accuracy(p_j))^2`` without
+stating m or the p_j; we use its recalibration grid ``p_j in {0, 0.01, ..., 1.00}`` (m = 101,
+:data:`LEVELS`; Kuleshov et al. 2018, section 3.5, also use equally spaced levels), a parameter
+of every function.  The accuracy of level p is the fraction of targets inside the interval of
+confidence p:
+
+* one-sided ``(-inf, F_t^-1(p)]``: ``accuracy(p) = mean_t 1(u_t <= p)`` (seed; Kuleshov eq. 9);
+* two-sided, the central interval ``[F_t^-1((1-p)/2), F_t^-1((1+p)/2)]``:
+  ``accuracy(p) = mean_t 1(|2 u_t - 1| <= p)``.
+
+Differences from uncertainty-toolbox (Chung et al. 2021), which the tests cross-check: its
+"quantile" proportions count ``(mu - y)/sigma <= Phi^-1(p)``, i.e. the *upper* tail
+``1(u_t >= 1 - p)`` (ours equal its values on mirrored targets ``2 mu - y``); its default levels are
+``linspace(0, 1, 100)``; its miscalibration area is the trapezoid area on those levels (ours is the
+exact area of the step curve); its sharpness is ``sqrt(mean var)`` (ours, Kuleshov's: ``mean var``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from calibrepro.regression.distributions import Predictive
+
+__all__ = [
+    "LEVELS",
+    "REGRESSION_METRICS",
+    "RegressionMetric",
+    "SampleTerms",
+    "accuracy_curve",
+    "compute_regression_metrics",
+    "coverage",
+    "crps",
+    "mean_absolute_calibration_error",
+    "miscalibration_area",
+    "msce",
+    "nll",
+    "rmse",
+    "sample_terms",
+    "sharpness",
+]
+
+#: the seed's confidence levels {0, 0.01, ..., 1.00}
+LEVELS = np.linspace(0.0, 1.0, 101)
+
+
+@dataclass(frozen=True)
+class SampleTerms:
+    """Per-sample quantities every metric is a function of (arrays of length N; None = not computed)."""
+
+    pit: np.ndarray
+    squared_error: np.ndarray | None = None
+    neg_log_density: np.ndarray | None = None
+    crps: np.ndarray | None = None
+    variance: np.ndarray | None = None
+
+
+def sample_terms(
+    predictive: Predictive, y, need: tuple[str, ...] = ("squared_error", "neg_log_density", "crps", "variance")
+) -> SampleTerms:
+    """PIT values ``F_t(y_t)`` and the terms in ``need``, computed once per predictive."""
+    y = np.asarray(y, dtype=np.float64)
+    if y.shape != (len(predictive),):
+        raise ValueError(f"y must have shape ({len(predictive)},), got {y.shape}")
+    mean_var = getattr(predictive, "mean_var", None)
+    if {"squared_error", "variance"} & set(need):
+        mean, var = mean_var() if mean_var else (predictive.mean(), predictive.var())
+    return SampleTerms(
+        pit=predictive.cdf(y),
+        squared_error=(y - mean) ** 2 if "squared_error" in need else None,
+        neg_log_density=-predictive.logpdf(y) if "neg_log_density" in need else None,
+        crps=predictive.crps(y) if "crps" in need else None,
+        variance=var if "variance" in need else None,
+    )
+
+
+def _weights(n: int, weights) -> np.ndarray | None:
+    if weights is None:
+        return None
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != (n,) or (w < 0).any() or w.sum() <= 0:
+        raise ValueError(f"weights must be {n} non-negative numbers, not all 0")
+    return w
+
+
+def _central(pit: np.ndarray, sided: str) -> np.ndarray:
+    if sided == "one":
+        return np.asarray(pit, dtype=np.float64)
+    if sided == "two":
+        return np.abs(2.0 * np.asarray(pit, dtype=np.float64) - 1.0)
+    raise ValueError(f"sided must be 'one' or 'two', got {sided!r}")
+
+
+def accuracy_curve(pit, levels=LEVELS, sided: str = "one", weights=None) -> np.ndarray:
+    """Observed confidence ``accuracy(p_j)`` at each level (module docstring; the reliability curve).
+
+    One-sided: ``mean 1(u_t <= p)``; two-sided: ``mean 1(|2 u_t - 1| <= p)``; weighted means when
+    ``weights`` are given.  Sorting once makes it O((N + m) log N).
+    """
+    v = _central(pit, sided)
+    levels = np.asarray(levels, dtype=np.float64)
+    order = np.argsort(v, kind="stable")
+    w = _weights(v.size, weights)
+    cum = np.arange(1, v.size + 1, dtype=np.float64) if w is None else np.cumsum(w[order])
+    k = np.searchsorted(v[order], levels, side="right")
+    return np.where(k > 0, cum[np.maximum(k - 1, 0)], 0.0) / cum[-1]
+
+
+def msce(pit, levels=LEVELS, sided: str = "one", weights=None) -> float:
+    """Mean squared calibration error (seed 002, "MSCE"; Kuleshov et al. 2018, eq. 9 with w_j = 1):
+    ``(1/m) sum_j (p_j - accuracy(p_j))^2`` over the levels ``p_j`` (default :data:`LEVELS`)."""
+    levels = np.asarray(levels, dtype=np.float64)
+    return float(np.mean((levels - accuracy_curve(pit, levels, sided, weights)) ** 2))
+
+
+def mean_absolute_calibration_error(pit, levels=LEVELS, sided: str = "one", weights=None) -> float:
+    """``(1/m) sum_j |p_j - accuracy(p_j)|`` (uncertainty-toolbox's MACE; used by :class:`StdScaling`'s criteria)."""
+    levels = np.asarray(levels, dtype=np.float64)
+    return float(np.mean(np.abs(levels - accuracy_curve(pit, levels, sided, weights))))
+
+
+def miscalibration_area(pit, sided: str = "two", weights=None) -> float:
+    """Area between the reliability curve and the diagonal, ``int_0^1 |accuracy(p) - p| dp`` (Chung et al. 2021).
+
+    Exact for the empirical (step) curve: between consecutive sorted values ``v_(k) < v_(k+1)`` the
+    curve is the constant c = (weight share of the first k) and ``int_a^b |c - p| dp`` is closed
+    form.  Two-sided (central intervals) by default, as uncertainty-toolbox's default.
+    """
+    v = _central(pit, sided)
+    order = np.argsort(v, kind="stable")
+    w = _weights(v.size, weights)
+    w = np.ones(v.size) if w is None else w[order]
+    edges = np.concatenate([[0.0], np.clip(v[order], 0.0, 1.0), [1.0]])
+    c = np.concatenate([[0.0], np.cumsum(w) / w.sum()])
+    a, b = edges[:-1], edges[1:]
+    below = ((b - c) ** 2 - (a - c) ** 2) / 2  # c <= a: curve under the diagonal on [a, b]
+    above = ((c - a) ** 2 - (c - b) ** 2) / 2  # c >= b
+    across = ((c - a) ** 2 + (b - c) ** 2) / 2
+    return float(np.sum(np.where(c <= a, below, np.where(c >= b, above, across))))
+
+
+def coverage(pit, level: float, weights=None) -> float:
+    """Fraction of targets in the central interval of confidence ``level``: ``mean 1(|2 u_t - 1| <= level)``."""
+    return float(accuracy_curve(pit, [level], "two", weights)[0])
+
+
+def _mean(values: np.ndarray, weights) -> float:
+    w = _weights(values.size, weights)
+    return float(np.mean(values) if w is None else np.dot(values, w) / w.sum())
+
+
+def rmse(squared_error, weights=None) -> float:
+    """Root mean squared error of the predictive mean, ``sqrt(mean_t (y_t - E[Y_t])^2)``."""
+    return float(np.sqrt(_mean(squared_error, weights)))
+
+
+def nll(neg_log_density, weights=None) -> float:
+    """Mean negative log predictive density ``-(1/N) sum_t log f_t(y_t)`` of the predictive itself.
+
+    Gaussian: the Gaussian NLL ``log sigma + (y - mu)^2 / (2 sigma^2) + log(2 pi)/2``; mixture: the
+    log of the mixture density; Student-t: its log density; isotonic recalibration: the density of
+    ``T(F_t)``, ``log T'(F_t(y)) + log f_t(y)``.  Not a Gaussian fitted to the moments.
+    """
+    return _mean(neg_log_density, weights)
+
+
+def crps(crps_terms, weights=None) -> float:
+    """Mean continuous ranked probability score (Gneiting & Raftery 2007, eq. 20); per-sample forms in
+    :mod:`.distributions` (Gaussian: Gneiting et al. 2005, eq. 5; mixture: Grimit et al. 2006;
+    Student-t: Jordan et al. 2019; otherwise the quantile-score integral, numerically)."""
+    return _mean(crps_terms, weights)
+
+
+def sharpness(variance, weights=None) -> float:
+    """Mean predicted variance ``(1/N) sum_t var(F_t)`` (Kuleshov et al. 2018, section 3.3, "sharpness")."""
+    return _mean(variance, weights)
+
+
+@dataclass(frozen=True)
+class RegressionMetric:
+    """A metric: its key (``metrics.csv``), direction, the term it needs and its value from terms + weights."""
+
+    key: str
+    higher_is_better: bool | None  # None: neither (coverage: closest to its level is best)
+    term: str
+    function: Callable[..., float]
+    reference: str
+    target: float | None = None  # the ideal value, where there is one (coverage)
+
+    def value(self, terms: SampleTerms, weights=None, levels=LEVELS) -> float:
+        data = getattr(terms, self.term)
+        if data is None:
+            raise ValueError(f"metric {self.key} needs the term {self.term!r}, which was not computed")
+        return self.function(data, weights, levels)
+
+
+REGRESSION_METRICS: dict[str, RegressionMetric] = {
+    m.key: m
+    for m in [
+        RegressionMetric(
+            "msce",
+            False,
+            "pit",
+            lambda u, w, levels: msce(u, levels, "one", w),
+            "seed 002; Kuleshov et al. 2018, eq. 9",
+        ),
+        RegressionMetric(
+            "msce_two_sided",
+            False,
+            "pit",
+            lambda u, w, levels: msce(u, levels, "two", w),
+            "seed 002, central intervals",
+        ),
+        RegressionMetric(
+            "miscalibration_area", False, "pit", lambda u, w, _: miscalibration_area(u, "two", w), "Chung et al. 2021"
+        ),
+        RegressionMetric("coverage_90", None, "pit", lambda u, w, _: coverage(u, 0.9, w), "central 90 % interval", 0.9),
+        RegressionMetric(
+            "coverage_95", None, "pit", lambda u, w, _: coverage(u, 0.95, w), "central 95 % interval", 0.95
+        ),
+        RegressionMetric("rmse", False, "squared_error", lambda t, w, _: rmse(t, w), "RMSE of the predictive mean"),
+        RegressionMetric("nll", False, "neg_log_density", lambda t, w, _: nll(t, w), "mean negative log density"),
+        RegressionMetric("crps", False, "crps", lambda t, w, _: crps(t, w), "Gneiting & Raftery 2007, eq. 20"),
+        RegressionMetric("sharpness", False, "variance", lambda t, w, _: sharpness(t, w), "Kuleshov et al. 2018, 3.3"),
+    ]
+}
+
+
+def compute_regression_metrics(
+    predictive: Predictive, y, names=tuple(REGRESSION_METRICS), levels=LEVELS
+) -> dict[str, float]:
+    """``{name: value}`` for the metric keys ``names`` (each term computed once, only if needed)."""
+    unknown = [n for n in names if n not in REGRESSION_METRICS]
+    if unknown:
+        raise ValueError(f"unknown regression metric(s) {', '.join(unknown)}; known: {', '.join(REGRESSION_METRICS)}")
+    need = tuple({REGRESSION_METRICS[n].term for n in names} - {"pit"})
+    terms = sample_terms(predictive, y, need)
+    return {n: REGRESSION_METRICS[n].value(terms, levels=levels) for n in names}

@@ -1,0 +1,421 @@
+"""Recalibrators of predictive distributions: fit on a calibration split, transform test predictives.
+
+=======================  ======================================================================
+``uncalibrated``         the model's predictive unchanged
+``isotonic``             Kuleshov et al. 2018, Algorithm 1: ``R(F_t(y))``, R isotonic on PIT values
+``isotonic_two_sided``   the same on central intervals (the seed): ``R`` maps ``|2 F_t(y) - 1|``
+``std_scaling``          every standard deviation times one factor ``s`` fitted by Gaussian NLL
+                         (Levi et al. 2019; Laves et al. 2020)
+=======================  ======================================================================
+
+The conventions are the classification calibrators' (:mod:`calibrepro.calibrators.base`):
+scikit-learn estimators (hyperparameters are ``__init__`` keywords stored unchanged, fitted state in
+attributes ending in ``_``), ``fit(predictive, y)`` returns ``self``, and ``to_json`` /
+``from_json`` serialise the fitted state so that a round trip reproduces :meth:`transform` bit for
+bit (``{"method", "hyperparameters", "params", "diagnostics"}``; floats are float64 and JSON
+writes them with ``repr``, which parses back exactly).
+
+Both isotonic methods give a :class:`RecalibratedDistribution` ``G_t = T(F_t)`` with T a continuous,
+strictly increasing, piecewise-linear map of [0, 1] onto itself (its knots are the fitted state):
+a proper CDF with a density everywhere, quantiles ``F_t^-1(T^-1(q))``, and mean and variance in
+closed form from the base family's partial moments.  Standard-deviation scaling returns the base
+family itself, scaled about its mean (:meth:`Predictive.scaled`): the recalibrated predictive has
+calibrated standard deviations, which isotonic recalibration cannot give (the seed's open question).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+from scipy.optimize import minimize_scalar
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+
+from calibrepro.regression.distributions import Predictive
+
+__all__ = [
+    "RECALIBRATORS",
+    "IsotonicRecalibration",
+    "RecalibratedDistribution",
+    "Recalibrator",
+    "StdScaling",
+    "TwoSidedIsotonicRecalibration",
+    "Uncalibrated",
+    "make_recalibrator",
+    "recalibrator_from_json",
+]
+
+#: base levels are clipped to ``[LEVEL_EPS, 1 - LEVEL_EPS]`` before the base quantile function, so
+#: that a recalibrated level just below 1 that rounds to a base level of exactly 1 still gives a
+#: finite quantile (for a Student-t with 2 degrees of freedom, about 7e5 scales from its centre)
+LEVEL_EPS = 1e-12
+
+
+def _check_y(y, n: int) -> np.ndarray:
+    y = np.asarray(y, dtype=np.float64)
+    if y.shape != (n,):
+        raise ValueError(f"y must have shape ({n},) like the predictive, got {y.shape}")
+    if not np.isfinite(y).all():
+        raise ValueError("y contains NaN or infinite values")
+    return y
+
+
+class RecalibratedDistribution(Predictive):
+    """``G_t(y) = T(F_t(y))``: a base predictive composed with a piecewise-linear map T of [0, 1].
+
+    ``knots_x`` / ``knots_y`` (K,) are strictly increasing from (0, 0) to (1, 1).  Then G_t is a
+    continuous CDF with density ``T'(F_t(y)) f_t(y) > 0`` wherever f_t is, its quantile function is
+    ``F_t^-1(T^-1(q))`` (base levels clipped to ``[LEVEL_EPS, 1 - LEVEL_EPS]`` for 0 < q < 1; q = 0
+    and 1 give -inf and inf), and its moments are ``sum_k slope_k int_{F^-1(x_k)}^{F^-1(x_k+1)} y^j f``
+    (:meth:`Predictive.partial_moments` of the base, exact).
+    """
+
+    kind = "recalibrated"
+
+    def __init__(self, base: Predictive, knots_x, knots_y):
+        self.base = base
+        self.knots_x = np.asarray(knots_x, dtype=np.float64)
+        self.knots_y = np.asarray(knots_y, dtype=np.float64)
+        kx, ky = self.knots_x, self.knots_y
+        if (
+            kx.ndim != 1
+            or kx.shape != ky.shape
+            or kx.size < 2
+            or kx[0] != 0
+            or kx[-1] != 1
+            or ky[0] != 0
+            or ky[-1] != 1
+            or (np.diff(kx) <= 0).any()
+            or (np.diff(ky) <= 0).any()
+        ):
+            raise ValueError("knots must increase strictly from (0, 0) to (1, 1)")
+        self.slopes = np.diff(ky) / np.diff(kx)
+
+    def __len__(self):
+        return len(self.base)
+
+    def params(self):
+        raise TypeError("a recalibrated distribution is stored as its base's parameters and its recalibrator's JSON")
+
+    def take(self, index):
+        return RecalibratedDistribution(self.base.take(index), self.knots_x, self.knots_y)
+
+    def transform_levels(self, u) -> np.ndarray:
+        """``T(u)``: base levels to recalibrated levels."""
+        return np.interp(u, self.knots_x, self.knots_y)
+
+    def inverse_levels(self, q) -> np.ndarray:
+        """``T^-1(q)``: recalibrated levels to base levels."""
+        return np.interp(q, self.knots_y, self.knots_x)
+
+    def cdf(self, y):
+        return self.transform_levels(self.base.cdf(y))
+
+    def logpdf(self, y):
+        u = self.base.cdf(y)
+        segment = np.clip(np.searchsorted(self.knots_x, u, side="right") - 1, 0, self.slopes.size - 1)
+        return np.log(self.slopes[segment]) + self.base.logpdf(y)
+
+    def ppf(self, q):
+        q = np.asarray(q, dtype=np.float64)
+        u = np.clip(self.inverse_levels(q), LEVEL_EPS, 1 - LEVEL_EPS)
+        out = self.base.ppf(u)
+        return np.where(q <= 0, -np.inf, np.where(q >= 1, np.inf, out))
+
+    def _moments(self):
+        n = len(self)
+        bounds = self.base.ppf(np.broadcast_to(self.knots_x, (n, self.knots_x.size)))
+        m0, m1, m2 = self.base.partial_moments(bounds[:, :-1], bounds[:, 1:])
+        return m1 @ self.slopes, m2 @ self.slopes
+
+    def mean(self):
+        return self._moments()[0]
+
+    def var(self):
+        m1, m2 = self._moments()
+        return np.maximum(m2 - m1 * m1, 0.0)
+
+    def mean_var(self) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and variance from one pass over the knots (what the metrics use)."""
+        m1, m2 = self._moments()
+        return m1, np.maximum(m2 - m1 * m1, 0.0)
+
+    def scaled(self, s):
+        raise TypeError("scale the base predictive before recalibrating it")
+
+
+class Recalibrator(BaseEstimator):
+    """``fit(predictive, y) -> self``; ``transform(predictive) -> Predictive``; JSON round trip."""
+
+    method: ClassVar[str] = ""
+    display_names: ClassVar[dict[str, str]] = {}
+    reference: ClassVar[str] = ""
+
+    def fit(self, predictive: Predictive, y) -> "Recalibrator":
+        raise NotImplementedError
+
+    def transform(self, predictive: Predictive) -> Predictive:
+        raise NotImplementedError
+
+    def fit_transform(self, predictive: Predictive, y) -> Predictive:
+        return self.fit(predictive, y).transform(predictive)
+
+    def _fitted_params(self) -> dict:
+        raise NotImplementedError
+
+    def _set_fitted_params(self, params: dict) -> None:
+        raise NotImplementedError
+
+    def _check_fitted(self) -> None:
+        check_is_fitted(self, "n_fit_")
+
+    def to_json(self) -> dict:
+        """Fitted state as a JSON-serialisable dict (the classification calibrators' layout)."""
+        self._check_fitted()
+        return {
+            "method": self.method,
+            "hyperparameters": self.get_params(),
+            "params": {"n_fit": self.n_fit_, **self._fitted_params()},
+            "diagnostics": dict(getattr(self, "diagnostics_", {})),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Recalibrator":
+        if data.get("method") != cls.method:
+            raise ValueError(f"JSON is for method {data.get('method')!r}, not {cls.method!r}")
+        obj = cls(**data.get("hyperparameters", {}))
+        obj.n_fit_ = int(data["params"]["n_fit"])
+        obj._set_fitted_params(data["params"])
+        obj.diagnostics_ = dict(data.get("diagnostics", {}))
+        return obj
+
+
+class Uncalibrated(Recalibrator):
+    """The model's own predictive (the "before" column)."""
+
+    method = "uncalibrated"
+    display_names = {"ru": "До калибровки", "en": "Uncalibrated"}
+    reference = "the model's predictive distribution"
+
+    def fit(self, predictive, y):
+        _check_y(y, len(predictive))
+        self.n_fit_ = len(predictive)
+        self.diagnostics_ = {}
+        return self
+
+    def transform(self, predictive):
+        self._check_fitted()
+        return predictive
+
+    def _fitted_params(self):
+        return {}
+
+    def _set_fitted_params(self, params):
+        pass
+
+
+def _ecdf_knots(values: np.ndarray, max_knots: int) -> tuple[np.ndarray, np.ndarray]:
+    """Kuleshov's recalibration map: the empirical CDF of the calibration values, anchored at (0, 0), (1, 1).
+
+    Kuleshov et al. (2018), Algorithm 1, pairs each calibration value ``v_t`` (a PIT value, or a
+    central level ``|2 u_t - 1|``) with the fraction of values at or below it and fits an isotonic
+    regression to the pairs; the fractions already increase with ``v_t``, so the fit is the pairs
+    themselves and the map is the empirical CDF, interpolated linearly.  Two choices keep it a
+    proper, strictly increasing CDF transform with a bounded cost:
+
+    * the fraction is ``#{s : v_s <= v} / (T + 1)`` (Weibull's plotting position, within 1/(T + 1)
+      of Kuleshov's ``/ T``), so the last knot stays below (1, 1): with ``/ T`` the top piece would be
+      flat, a zero density and an infinite NLL for a test value above every calibration value;
+    * at most ``max_knots`` knots, at equally spaced ranks (the map then deviates from the full
+      empirical CDF by at most about 1/max_knots in level): the recalibrated predictive's moments
+      and quantiles cost one base quantile per knot and sample, whatever the calibration size.
+
+    Values of exactly 0 or 1 (a target the model gives probability 0) count in the fractions but
+    leave their knot to the anchors.
+    """
+    v = np.sort(np.clip(values, 0.0, 1.0))
+    t = v.size
+    ranks = np.unique(np.round(np.linspace(1, t, min(t, max_knots - 2))).astype(np.int64))
+    x = np.unique(v[ranks - 1])
+    y = np.searchsorted(v, x, side="right") / (t + 1.0)
+    inside = (x > 0) & (x < 1)
+    return np.concatenate([[0.0], x[inside], [1.0]]), np.concatenate([[0.0], y[inside], [1.0]])
+
+
+def _check_knots(max_knots) -> int:
+    if isinstance(max_knots, bool) or not isinstance(max_knots, (int, np.integer)) or max_knots < 3:
+        raise ValueError(f"max_knots of isotonic recalibration must be an integer >= 3, got {max_knots!r}")
+    return int(max_knots)
+
+
+class _KnotsRecalibrator(Recalibrator):
+    """Shared state of the isotonic recalibrators: the knots of T."""
+
+    def transform(self, predictive):
+        self._check_fitted()
+        return RecalibratedDistribution(predictive, self.knots_x_, self.knots_y_)
+
+    def _fitted_params(self):
+        return {"knots_x": self.knots_x_.tolist(), "knots_y": self.knots_y_.tolist()}
+
+    def _set_fitted_params(self, params):
+        self.knots_x_ = np.asarray(params["knots_x"], dtype=np.float64)
+        self.knots_y_ = np.asarray(params["knots_y"], dtype=np.float64)
+
+
+class IsotonicRecalibration(_KnotsRecalibrator):
+    """Kuleshov et al. (2018), Algorithm 1: ``G_t(y) = R(F_t(y))`` with R the isotonic fit of the
+    empirical CDF of the calibration PIT values ``F_t(y_t)``, at most ``max_knots`` knots (one-sided
+    intervals ``(-inf, G^-1(p)]`` then hold a fraction p of the calibration targets, up to
+    1/(T + 1) and 1/max_knots; :func:`_ecdf_knots`)."""
+
+    method = "isotonic"
+    display_names = {"ru": "Изотоническая", "en": "Isotonic"}
+    reference = "Kuleshov, Fenner & Ermon 2018, Algorithm 1"
+
+    def __init__(self, max_knots: int = 200):
+        self.max_knots = max_knots
+
+    def fit(self, predictive, y):
+        y = _check_y(y, len(predictive))
+        self.knots_x_, self.knots_y_ = _ecdf_knots(predictive.cdf(y), _check_knots(self.max_knots))
+        self.n_fit_ = int(y.size)
+        self.diagnostics_ = {"knots": int(self.knots_x_.size)}
+        return self
+
+
+class TwoSidedIsotonicRecalibration(_KnotsRecalibrator):
+    """Isotonic recalibration of central intervals (the seed's two-sided variant).
+
+    The central interval of level p, ``[F^-1((1-p)/2), F^-1((1+p)/2)]``, holds y exactly when
+    ``c = |2 F(y) - 1| <= p``; R is fitted to the empirical CDF of the calibration ``c_t`` as in
+    :class:`IsotonicRecalibration`, and the recalibrated CDF is
+    ``G(y) = 1/2 + sign(F(y) - 1/2) R(|2 F(y) - 1|) / 2``: symmetric about the base median, with
+    central intervals of level p equal to the base's of level ``R^-1(p)``.  G = T(F) with T the
+    mirror image of R about (1/2, 1/2), so it is again a :class:`RecalibratedDistribution`.
+    """
+
+    method = "isotonic_two_sided"
+    display_names = {"ru": "Изотоническая (двусторонняя)", "en": "Isotonic (two-sided)"}
+    reference = "Kuleshov et al. 2018, Algorithm 1, on central intervals (seed 002)"
+
+    def __init__(self, max_knots: int = 200):
+        self.max_knots = max_knots
+
+    def fit(self, predictive, y):
+        y = _check_y(y, len(predictive))
+        c = np.abs(2.0 * predictive.cdf(y) - 1.0)
+        cx, cy = _ecdf_knots(c, _check_knots(self.max_knots))
+        kx = np.concatenate([0.5 - cx[::-1] / 2, 0.5 + cx[1:] / 2])
+        ky = np.concatenate([0.5 - cy[::-1] / 2, 0.5 + cy[1:] / 2])
+        self.knots_x_, self.knots_y_ = kx, ky
+        self.n_fit_ = int(y.size)
+        self.diagnostics_ = {"knots": int(self.knots_x_.size)}
+        return self
+
+
+#: criteria of :class:`StdScaling` besides the Gaussian NLL: uncertainty-toolbox's
+#: ``optimize_recalibration_ratio`` criteria (two-sided, levels ``linspace(0, 1, 100)``)
+_CAL_CRITERIA = ("mace", "rmsce", "miscalibration_area")
+
+
+class StdScaling(Recalibrator):
+    """One factor s on every standard deviation (Levi et al. 2019, section 4; Laves et al. 2020, sigma scaling).
+
+    The predictive is scaled about its mean, ``Y' = m + s (Y - m)`` (:meth:`Predictive.scaled`), so
+    its standard deviation becomes ``s * std``: calibrated standard deviations, not only calibrated
+    probabilities.  With ``criterion="nll"`` (default) s minimises the Gaussian NLL of
+    ``N(m_t, s^2 std_t^2)`` on the calibration split,
+    ``sum_t [log(s std_t) + (y_t - m_t)^2 / (2 s^2 std_t^2)]``, whose minimiser is closed form:
+    ``s^2 = (1/T) sum_t ((y_t - m_t) / std_t)^2``; m_t and std_t are the predictive's mean and
+    standard deviation (for a mixture or a Student-t: its moments).  ``criterion`` "mace",
+    "rmsce" or "miscalibration_area" instead minimise that two-sided calibration error over
+    ``s in [1e-2, 1e2]`` (uncertainty-toolbox's ``optimize_recalibration_ratio``; bounded search in
+    log s after a grid of 201 points, the error being a step function of s).
+    """
+
+    method = "std_scaling"
+    display_names = {"ru": "Масштабирование σ", "en": "Std scaling"}
+    reference = "Levi et al. 2019; Laves et al. 2020"
+
+    def __init__(self, criterion: str = "nll"):
+        self.criterion = criterion
+
+    def fit(self, predictive, y):
+        y = _check_y(y, len(predictive))
+        if self.criterion == "nll":
+            mean, var = _mean_var(predictive)
+            self.scale_ = float(np.sqrt(np.mean((y - mean) ** 2 / var)))
+        elif self.criterion in _CAL_CRITERIA:
+            self.scale_ = _search_scale(predictive, y, self.criterion)
+        else:
+            raise ValueError(f"criterion must be 'nll' or one of {', '.join(_CAL_CRITERIA)}, got {self.criterion!r}")
+        if not np.isfinite(self.scale_) or self.scale_ <= 0:
+            raise ValueError(
+                f"std scaling found no positive finite factor (got {self.scale_}); check the predictive's std"
+            )
+        self.n_fit_ = int(y.size)
+        self.diagnostics_ = {"scale": self.scale_}
+        return self
+
+    def transform(self, predictive):
+        self._check_fitted()
+        return predictive.scaled(self.scale_)
+
+    def _fitted_params(self):
+        return {"scale": self.scale_}
+
+    def _set_fitted_params(self, params):
+        self.scale_ = float(params["scale"])
+
+
+def _mean_var(predictive: Predictive) -> tuple[np.ndarray, np.ndarray]:
+    if isinstance(predictive, RecalibratedDistribution):
+        return predictive.mean_var()
+    return predictive.mean(), predictive.var()
+
+
+def _search_scale(predictive, y, criterion) -> float:
+    from calibrepro.regression import metrics
+
+    levels = np.linspace(0.0, 1.0, 100)
+    error = {
+        "mace": lambda u: metrics.mean_absolute_calibration_error(u, levels, sided="two"),
+        "rmsce": lambda u: np.sqrt(metrics.msce(u, levels, sided="two")),
+        "miscalibration_area": lambda u: metrics.miscalibration_area(u, sided="two"),
+    }[criterion]
+
+    def objective(log_s):
+        return error(predictive.scaled(np.exp(log_s)).cdf(y))
+
+    grid = np.linspace(np.log(1e-2), np.log(1e2), 201)
+    values = [objective(g) for g in grid]
+    best = int(np.argmin(values))
+    lo, hi = grid[max(best - 1, 0)], grid[min(best + 1, grid.size - 1)]
+    found = minimize_scalar(objective, bounds=(lo, hi), method="bounded", options={"xatol": 1e-6})
+    return float(np.exp(found.x if found.fun <= values[best] else grid[best]))
+
+
+#: method name -> class, in the column order of the tables
+RECALIBRATORS: dict[str, type[Recalibrator]] = {
+    cls.method: cls for cls in (Uncalibrated, IsotonicRecalibration, TwoSidedIsotonicRecalibration, StdScaling)
+}
+
+
+def make_recalibrator(method: str, **options) -> Recalibrator:
+    """A new recalibrator; ``options`` not among its hyperparameters are ignored (as ``make_calibrator``)."""
+    try:
+        cls = RECALIBRATORS[method]
+    except KeyError:
+        raise ValueError(f"unknown recalibration method {method!r}; known: {', '.join(RECALIBRATORS)}") from None
+    accepted = cls._get_param_names()
+    return cls(**{key: value for key, value in options.items() if key in accepted})
+
+
+def recalibrator_from_json(data: dict) -> Recalibrator:
+    """Rebuild a fitted recalibrator from :meth:`Recalibrator.to_json` output."""
+    method = data.get("method")
+    if method not in RECALIBRATORS:
+        raise ValueError(f"unknown recalibration method {method!r}; known: {', '.join(RECALIBRATORS)}")
+    return RECALIBRATORS[method].from_json(data)
