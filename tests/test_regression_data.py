@@ -87,7 +87,9 @@ def test_energy_sums_to_hours_and_windows_past_to_next(tmp_path):
     np.testing.assert_array_equal(series.x[0], hourly[:10])
     np.testing.assert_array_equal(series.y[0], hourly[10:20])
     np.testing.assert_array_equal(series.y[-1], hourly[20:30])
-    short = D.load_dataset("energy", {**spec, "past": 3, "horizon": 2}, files)
+    short = D.load_dataset(
+        "energy", {**spec, "past": 3, "horizon": 2}, {"energydata_complete.csv": tmp_path / "energy.csv"}
+    )
     assert short.x.shape == (26, 3) and short.y.shape == (26, 2)
 
 

@@ -169,15 +169,16 @@ def downloads(spec: Mapping) -> list[Download]:
 
 
 def _file(files: Mapping[str, str | os.PathLike] | None, download: Download) -> Path:
-    if not files or download.path not in files:
-        raise RegressionDataError(
-            f"{download.path} was not downloaded (from {download.url}); run the download step first"
-        )
-    return Path(files[download.path])
+    """The local copy of ``download``: ``files`` is keyed by its path under the downloads dir or by its basename."""
+    files = files or {}
+    for key in (download.path, download.path.rsplit("/", 1)[-1]):
+        if key in files:
+            return Path(files[key])
+    raise RegressionDataError(f"{download.path} was not downloaded (from {download.url}); run the download step first")
 
 
 def load_dataset(name: str, spec: Mapping, files: Mapping[str, str | os.PathLike] | None = None) -> RegressionData:
-    """Read data set ``name`` of config entry ``spec``; ``files``: each :func:`downloads` path -> its local file."""
+    """Read data set ``name`` of config entry ``spec``; ``files``: :func:`downloads` path (or basename) -> local file."""
     source = spec.get("source")
     if source == "uci_wine":
         return _load_wine(name, {d.path.rsplit("/", 1)[1]: _file(files, d) for d in downloads(spec)})

@@ -188,9 +188,12 @@ def sharpness(variance, weights=None) -> float:
 
 @dataclass(frozen=True)
 class RegressionMetric:
-    """A metric: its key (``metrics.csv``), direction, the term it needs and its value from terms + weights."""
+    """A metric: its name (``metrics.csv``), direction, the term it needs, and :meth:`value` from terms and
+    per-sample weights, which is also its resampled form (weights = bootstrap counts).  The fields are named
+    as :class:`calibrepro.metrics.Metric`'s; the regression metrics are not registered there, as ``nll``
+    would clash with the classification NLL."""
 
-    key: str
+    name: str
     higher_is_better: bool | None  # None: neither (coverage: closest to its level is best)
     term: str
     function: Callable[..., float]
@@ -200,12 +203,12 @@ class RegressionMetric:
     def value(self, terms: SampleTerms, weights=None, levels=LEVELS) -> float:
         data = getattr(terms, self.term)
         if data is None:
-            raise ValueError(f"metric {self.key} needs the term {self.term!r}, which was not computed")
+            raise ValueError(f"metric {self.name} needs the term {self.term!r}, which was not computed")
         return self.function(data, weights, levels)
 
 
 REGRESSION_METRICS: dict[str, RegressionMetric] = {
-    m.key: m
+    m.name: m
     for m in [
         RegressionMetric(
             "msce",
