@@ -69,6 +69,8 @@ def test_density_moments_and_partial_moments_agree_with_quadrature(kind):
         assert m0 == pytest.approx(0.5, abs=1e-9)
         assert m1 == pytest.approx(integrate.quad(lambda y: y * f(y), a, b)[0], rel=1e-8, abs=1e-10)
         assert m2 == pytest.approx(integrate.quad(lambda y: y * y * f(y), a, b)[0], rel=1e-8)
+        cum = one.cumulative_moments(np.array([[a, b]]))
+        np.testing.assert_allclose([np.diff(c[0])[0] for c in cum], [m0, m1, m2], rtol=1e-9, atol=1e-12)
         full = one.partial_moments(np.array([[-np.inf]]), np.array([[np.inf]]))
         assert float(full[2][0, 0]) - float(full[1][0, 0]) ** 2 == pytest.approx(float(one.var()[0]), rel=1e-8)
 

@@ -178,7 +178,7 @@ def _file(files: Mapping[str, str | os.PathLike] | None, download: Download) -> 
 
 
 def load_dataset(name: str, spec: Mapping, files: Mapping[str, str | os.PathLike] | None = None) -> RegressionData:
-    """Read data set ``name`` of config entry ``spec``; ``files``: :func:`downloads` path (or basename) -> local file."""
+    """Read data set ``name`` of config entry ``spec``; ``files``: a :func:`downloads` path or basename -> file."""
     source = spec.get("source")
     if source == "uci_wine":
         return _load_wine(name, {d.path.rsplit("/", 1)[1]: _file(files, d) for d in downloads(spec)})

@@ -139,7 +139,12 @@ def _heteroscedastic(output, targets: int):
 def _nig(output, targets: int):
     """(gamma, nu, alpha, beta) of the Normal-Inverse-Gamma: nu, beta > 0, alpha > 1 (Amini et al. 2020, sec. 3)."""
     gamma, nu, alpha, beta = output.split(targets, dim=1)
-    return gamma, functional.softplus(nu) + _MIN_STD, functional.softplus(alpha) + 1.0, functional.softplus(beta) + _MIN_STD
+    return (
+        gamma,
+        functional.softplus(nu) + _MIN_STD,
+        functional.softplus(alpha) + 1.0,
+        functional.softplus(beta) + _MIN_STD,
+    )
 
 
 def nig_loss(gamma, nu, alpha, beta, y, regulariser: float):
@@ -171,8 +176,14 @@ def _train(network, loss_of, x, y, opts: dict, seed: int, logger: logging.Logger
             optimiser.step()
             total += loss.item() * len(batch)
         if epoch % every == 0 or epoch == opts["epochs"]:
-            logger.info("%s: epoch %d/%d, loss %.4f (%.1f s)", what, epoch, opts["epochs"], total / len(y),
-                        time.perf_counter() - start)
+            logger.info(
+                "%s: epoch %d/%d, loss %.4f (%.1f s)",
+                what,
+                epoch,
+                opts["epochs"],
+                total / len(y),
+                time.perf_counter() - start,
+            )
 
 
 def _mc_passes(network, x, passes: int) -> torch.Tensor:
@@ -192,8 +203,16 @@ def options_for(kind: str, options: dict | None) -> dict:
     return {**DEFAULTS[kind], **(options or {})}
 
 
-def fit_predict(kind: str, x_train, y_train, x_test, options: dict | None = None, *, seed: int = 0,
-                logger: logging.Logger | None = None) -> Predictive:
+def fit_predict(
+    kind: str,
+    x_train,
+    y_train,
+    x_test,
+    options: dict | None = None,
+    *,
+    seed: int = 0,
+    logger: logging.Logger | None = None,
+) -> Predictive:
     """Train a regressor of ``kind`` on ``(x_train, y_train)``; its predictive distributions for ``x_test``.
 
     ``x_*``: (n, p) features; ``y_train``: (n,) or (n, d) targets. The returned parameters have shape
@@ -205,8 +224,10 @@ def fit_predict(kind: str, x_train, y_train, x_test, options: dict | None = None
     y_train = np.asarray(y_train, np.float64)
     y_train = y_train[:, None] if y_train.ndim == 1 else y_train
     if len(x_train) < 2 or len(x_train) != len(y_train):
-        raise RegressorError(f"{kind}: needs at least 2 training samples with one target row each "
-                             f"(got {len(x_train)} inputs, {len(y_train)} targets)")
+        raise RegressorError(
+            f"{kind}: needs at least 2 training samples with one target row each "
+            f"(got {len(x_train)} inputs, {len(y_train)} targets)"
+        )
     scale_x, scale_y = _Standardiser(x_train), _Standardiser(y_train)
     device = _device(opts["device"])
     tensor = lambda a: torch.as_tensor(a, dtype=torch.float32, device=device)  # noqa: E731
@@ -225,8 +246,15 @@ def fit_predict(kind: str, x_train, y_train, x_test, options: dict | None = None
             value = value * scale_y.std[column]
         params[name] = value
     logger.info("%s: trained on %d samples on %s in %.1f s", kind, len(x_train), device, time.perf_counter() - start)
-    info = {**predictive.info, "kind": kind, "options": opts, "seed": seed, "device": str(device),
-            "train_samples": len(x_train), "torch": torch.__version__}
+    info = {
+        **predictive.info,
+        "kind": kind,
+        "options": opts,
+        "seed": seed,
+        "device": str(device),
+        "train_samples": len(x_train),
+        "torch": torch.__version__,
+    }
     return Predictive(predictive.family, params, info)
 
 
@@ -244,20 +272,34 @@ def _fit_mc_dropout(x, y, x_new, targets, opts, seed, logger) -> Predictive:
     means = passes.permute(1, 2, 0).cpu().numpy()
     noise_std = np.sqrt(noise_var.numpy())
     stds = np.ascontiguousarray(np.broadcast_to(noise_std[None, :, None], means.shape))
-    return Predictive("gaussian_mixture", {"means": means, "stds": stds},
-                      {"noise_std_standardised": noise_std.tolist()})
+    return Predictive(
+        "gaussian_mixture", {"means": means, "stds": stds}, {"noise_std_standardised": noise_std.tolist()}
+    )
 
 
 def _fit_aleatoric(x, y, x_new, targets, opts, seed, logger) -> Predictive:
     with _seeded_torch(seed):
         network = _network(x.shape[1], opts["hidden"], 2 * targets, opts["dropout"]).to(x.device)
-        _train(network, lambda out, t: _gaussian_nll(*_heteroscedastic(out, targets), t), x, y, opts, seed, logger,
-               "aleatoric")
+        _train(
+            network,
+            lambda out, t: _gaussian_nll(*_heteroscedastic(out, targets), t),
+            x,
+            y,
+            opts,
+            seed,
+            logger,
+            "aleatoric",
+        )
         passes = _mc_passes(network, x_new, opts["passes"])
     mean, std = _heteroscedastic(passes.reshape(-1, passes.shape[-1]), targets)
     shape = (passes.shape[0], passes.shape[1], targets)
-    return Predictive("gaussian_mixture", {"means": mean.reshape(shape).permute(1, 2, 0).cpu().numpy(),
-                                           "stds": std.reshape(shape).permute(1, 2, 0).cpu().numpy()})
+    return Predictive(
+        "gaussian_mixture",
+        {
+            "means": mean.reshape(shape).permute(1, 2, 0).cpu().numpy(),
+            "stds": std.reshape(shape).permute(1, 2, 0).cpu().numpy(),
+        },
+    )
 
 
 def _fit_ensemble(x, y, x_new, targets, opts, seed, logger) -> Predictive:
@@ -266,8 +308,16 @@ def _fit_ensemble(x, y, x_new, targets, opts, seed, logger) -> Predictive:
         member_seed = seed * 1000 + member  # different seeds per member (Lakshminarayanan et al. 2017, sec. 2.4)
         with _seeded_torch(member_seed):
             network = _network(x.shape[1], opts["hidden"], 2 * targets, 0.0).to(x.device)
-            _train(network, lambda out, t: _gaussian_nll(*_heteroscedastic(out, targets), t), x, y, opts, member_seed,
-                   logger, f"ensemble member {member + 1}/{opts['members']}")
+            _train(
+                network,
+                lambda out, t: _gaussian_nll(*_heteroscedastic(out, targets), t),
+                x,
+                y,
+                opts,
+                member_seed,
+                logger,
+                f"ensemble member {member + 1}/{opts['members']}",
+            )
             network.eval()
             with torch.no_grad():
                 mean, std = _heteroscedastic(network(x_new), targets)
@@ -279,8 +329,16 @@ def _fit_ensemble(x, y, x_new, targets, opts, seed, logger) -> Predictive:
 def _fit_evidential(x, y, x_new, targets, opts, seed, logger) -> Predictive:
     with _seeded_torch(seed):
         network = _network(x.shape[1], opts["hidden"], 4 * targets, 0.0).to(x.device)
-        _train(network, lambda out, t: nig_loss(*_nig(out, targets), t, opts["regulariser"]), x, y, opts, seed, logger,
-               "evidential")
+        _train(
+            network,
+            lambda out, t: nig_loss(*_nig(out, targets), t, opts["regulariser"]),
+            x,
+            y,
+            opts,
+            seed,
+            logger,
+            "evidential",
+        )
         network.eval()
         with torch.no_grad():
             gamma, nu, alpha, beta = (v.double().cpu().numpy() for v in _nig(network(x_new), targets))
@@ -288,5 +346,9 @@ def _fit_evidential(x, y, x_new, targets, opts, seed, logger) -> Predictive:
     return Predictive("student_t", {"loc": gamma, "scale": scale, "df": 2.0 * alpha})
 
 
-_FIT = {"mc_dropout": _fit_mc_dropout, "aleatoric": _fit_aleatoric, "ensemble": _fit_ensemble,
-        "evidential": _fit_evidential}
+_FIT = {
+    "mc_dropout": _fit_mc_dropout,
+    "aleatoric": _fit_aleatoric,
+    "ensemble": _fit_ensemble,
+    "evidential": _fit_evidential,
+}

@@ -72,8 +72,10 @@ def part_of(y: np.ndarray, index: np.ndarray, params: dict[str, np.ndarray]) -> 
 
 def save_predictions(path: str | os.PathLike, predictions: Predictions, mean: np.ndarray, std: np.ndarray) -> None:
     """Write ``predictions`` with the test part's predictive ``mean`` and ``std`` (atomic, byte-stable)."""
-    arrays = {"family": np.asarray(predictions.family), "metadata": np.asarray(json.dumps(predictions.metadata,
-                                                                                          sort_keys=True))}
+    arrays = {
+        "family": np.asarray(predictions.family),
+        "metadata": np.asarray(json.dumps(predictions.metadata, sort_keys=True)),
+    }
     for prefix, part in (("", predictions.test), ("calibration_", predictions.calibration)):
         arrays.update({f"{prefix}y": part.y, f"{prefix}index": part.index, f"{prefix}output": part.output})
         arrays.update({f"{prefix}{_PREFIX}{name}": value for name, value in part.params.items()})
@@ -96,8 +98,11 @@ def load_predictions(path: str | os.PathLike) -> Predictions:
         raise PredictionsFileError(f"{path}: missing arrays {missing}; delete it and rerun the workflow")
 
     def part(prefix: str) -> Part:
-        params = {name[len(prefix) + len(_PREFIX):]: value for name, value in arrays.items()
-                  if name.startswith(prefix + _PREFIX)}
+        params = {
+            name[len(prefix) + len(_PREFIX) :]: value
+            for name, value in arrays.items()
+            if name.startswith(prefix + _PREFIX)
+        }
         return Part(arrays[f"{prefix}y"], arrays[f"{prefix}index"], arrays[f"{prefix}output"], params)
 
     return Predictions(str(arrays["family"]), part(""), part("calibration_"), json.loads(str(arrays["metadata"])))

@@ -126,8 +126,8 @@ class RecalibratedDistribution(Predictive):
     def _moments(self):
         n = len(self)
         bounds = self.base.ppf(np.broadcast_to(self.knots_x, (n, self.knots_x.size)))
-        m0, m1, m2 = self.base.partial_moments(bounds[:, :-1], bounds[:, 1:])
-        return m1 @ self.slopes, m2 @ self.slopes
+        _, c1, c2 = self.base.cumulative_moments(bounds)
+        return np.diff(c1, axis=1) @ self.slopes, np.diff(c2, axis=1) @ self.slopes
 
     def mean(self):
         return self._moments()[0]
@@ -306,7 +306,7 @@ class TwoSidedIsotonicRecalibration(_KnotsRecalibrator):
     def fit(self, predictive, y):
         y = _check_y(y, len(predictive))
         c = np.abs(2.0 * predictive.cdf(y) - 1.0)
-        cx, cy = _ecdf_knots(c, _check_knots(self.max_knots))
+        cx, cy = _ecdf_knots(c, _check_knots(self.max_knots) // 2 + 1)  # mirrored: at most max_knots in all
         kx = np.concatenate([0.5 - cx[::-1] / 2, 0.5 + cx[1:] / 2])
         ky = np.concatenate([0.5 - cy[::-1] / 2, 0.5 + cy[1:] / 2])
         self.knots_x_, self.knots_y_ = kx, ky

@@ -53,8 +53,18 @@ def _check_sizes(name: str, split: Split, minimum: int = 2) -> Split:
     return split
 
 
-def make_split(name: str, samples: int, index: int, *, test_fraction: float, calibration_fraction: float,
-               seed: int, fixed=None, series: bool = False, gap: int = 0) -> Split:
+def make_split(
+    name: str,
+    samples: int,
+    index: int,
+    *,
+    test_fraction: float,
+    calibration_fraction: float,
+    seed: int,
+    fixed=None,
+    series: bool = False,
+    gap: int = 0,
+) -> Split:
     """Split number ``index`` of ``samples`` samples (see the module docstring for the rules).
 
     ``fixed``: the benchmark's own ``(train, test)`` index arrays, one row per split;
@@ -136,8 +146,11 @@ def load_arrays(path: str | os.PathLike) -> Arrays:
     fixed = (arrays["fixed_train"], arrays["fixed_test"]) if "fixed_train" in arrays else None
     given = None
     if "given_family" in arrays:
-        params = {name[len("given_"):]: value for name, value in arrays.items()
-                  if name.startswith("given_") and name != "given_family"}
+        params = {
+            name[len("given_") :]: value
+            for name, value in arrays.items()
+            if name.startswith("given_") and name != "given_family"
+        }
         given = {"family": str(arrays["given_family"]), "params": params}
     y = arrays["y"]
     return Arrays(arrays["x"], y[:, None] if y.ndim == 1 else y, bool(arrays["series"]), fixed, given)
