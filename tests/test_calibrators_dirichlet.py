@@ -131,7 +131,7 @@ def test_cross_validation_is_recorded_and_deterministic():
     b = make_calibrator("dirichlet_odir", **SMALL_GRID).fit(z, y)
     cv = a.diagnostics_["cross_validation"]
     assert [(g["lambda"], g["mu"]) for g in cv["grid"]] == [(0.01, 0.01), (0.01, 1.0), (1.0, 0.01), (1.0, 1.0)]
-    best = min(cv["grid"], key=lambda g: g["cv_nll"])
+    best = min((g for g in cv["grid"] if g["cv_nll"] is not None), key=lambda g: g["cv_nll"])
     assert (a.reg_lambda_, a.reg_mu_) == (best["lambda"], best["mu"])
     assert json.dumps(a.to_json()) == json.dumps(b.to_json())
 
@@ -226,3 +226,81 @@ def test_ets_weights_follow_the_data():
     ets = make_calibrator("ensemble_temperature_scaling").fit(z, y)
     assert ets.weights_[0] > 0.8 and abs(1 / ets.inverse_temperature_ - 2) < 0.2
     assert np.array_equal(ets.predict_proba(z).argmax(1), z.argmax(1))
+
+
+def frequency_problem(k=4, distinct=40, seed=14):
+    """Samples whose features are the log of their labels' empirical frequencies (issue 18).
+
+    Every distinct feature vector ``log q_j`` occurs with label i exactly ``counts_ji`` times, where
+    ``q_j = counts_j / sum(counts_j)``: the NLL is minimised by ``softmax(W x + b) = q_j``, i.e. by
+    ``W = I, b = 0``, which the ODIR penalty (no weight on the diagonal) leaves the unique optimum.
+    """
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(1, 9, size=(distinct, k))
+    q = counts / counts.sum(axis=1, keepdims=True)
+    rows = [(j, i) for j in range(distinct) for i in range(k) for _ in range(counts[j, i])]
+    order = rng.permutation(len(rows))
+    x = np.log(q)[[rows[r][0] for r in order]]
+    y = np.array([rows[r][1] for r in order])
+    return x, y
+
+
+@pytest.mark.parametrize("dense", [True, False], ids=["formed-hessian", "conjugate-gradients"])
+def test_newton_converges_to_a_known_optimum(dense, monkeypatch):
+    from calibrepro.calibrators import newton
+    from calibrepro.calibrators.newton import SoftmaxRegression, penalty_weights
+
+    if not dense:
+        monkeypatch.setattr(newton, "_DENSE_MAX", 0)
+
+    x, y = frequency_problem()
+    k = x.shape[1]
+    cw, cb = penalty_weights("odir", k, 0.5, 0.5)
+    start_w = np.random.default_rng(0).normal(size=(k, k))  # far from the optimum
+    w, b, info = SoftmaxRegression(x, y).fit(cw, cb, start_w, np.ones(k), tolerance=1e-9, max_iter=100)
+    assert info["converged"] and info["final_grad_max_abs"] <= 1e-9, info["stop_reason"]
+    np.testing.assert_allclose(w, np.eye(k), atol=1e-7)
+    np.testing.assert_allclose(b, 0.0, atol=1e-7)
+    assert info["final_loss"] < info["initial_loss"]
+    assert (info["n_hessp"] == 0) == dense
+
+
+def test_a_fit_stopped_by_max_iter_says_so():
+    z, y = overconfident(400, 5, seed=15)
+    cal = make_calibrator("dirichlet_odir", lambdas=[0.01], mus=[0.01], device="cpu", max_iter=1).fit(z, y)
+    d = cal.diagnostics_
+    assert d["converged"] is False and d["refit_converged"] is False
+    assert "max_iter = 1" in d["stop_reason"] and d["final_grad_max_abs"] > 1e-6
+
+
+@pytest.mark.parametrize("method", ["dirichlet_l2", "matrix_scaling_odir"])
+def test_path_chooses_like_independent_cold_start_fits(method):
+    """The warm-started path scores every grid point as separate fits from the identity would."""
+    from sklearn.model_selection import StratifiedKFold
+
+    z, y = overconfident(500, 4, seed=16)
+    grid = {"lambdas": [0.01, 1.0, 100.0], "mus": [0.01, 10.0], "folds": 3, "seed": 2, "device": "cpu"}
+    cal = make_calibrator(method, **grid, early_stop=False).fit(z, y)
+    splits = StratifiedKFold(3, shuffle=True, random_state=2).split(z, y)
+    cold = {}
+    for train, held in splits:
+        for point in cal.diagnostics_["cross_validation"]["grid"]:
+            one = make_calibrator(method, lambdas=[point["lambda"]], mus=[point["mu"]], device="cpu").fit(z[train], y[train])
+            nll = -np.log(one.predict_proba(z[held])[np.arange(len(held)), y[held]]).sum()
+            cold[point["lambda"], point["mu"]] = cold.get((point["lambda"], point["mu"]), 0.0) + nll / len(y)
+    for point in cal.diagnostics_["cross_validation"]["grid"]:
+        assert point["converged"]
+        assert abs(point["cv_nll"] - cold[point["lambda"], point["mu"]]) < 1e-6
+    assert (cal.reg_lambda_, cal.reg_mu_) == min(cold, key=cold.get)
+    # stopping the path where the CV score rises (weaker lambdas skipped) keeps the choice here
+    stopped = make_calibrator(method, **grid).fit(z, y)
+    assert (stopped.reg_lambda_, stopped.reg_mu_) == (cal.reg_lambda_, cal.reg_mu_)
+    assert np.array_equal(stopped.weights_, cal.weights_)
+
+
+def test_fits_are_identical_for_any_thread_count():
+    z, y = overconfident(400, 5, seed=17)
+    fitted = [make_calibrator("dirichlet_odir", **SMALL_GRID, threads=t).fit(z, y).to_json() for t in (1, 2, 3)]
+    for data in fitted:
+        data["hyperparameters"].pop("threads")
+    assert json.dumps(fitted[0]) == json.dumps(fitted[1]) == json.dumps(fitted[2])

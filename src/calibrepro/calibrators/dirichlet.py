@@ -22,25 +22,26 @@ point), then the model is refitted on the whole calibration half with the chosen
 test half is never seen: :meth:`fit` receives only calibration data.
 
 Numerics.  ``log p`` is the float64 log-softmax ``z - logsumexp(z)`` (no clipping: it is the log
-of the float64 softmax without underflow to ``log 0``).  Fits minimise the objective in float64
-with scipy's L-BFGS-B and an analytic gradient (:func:`_lbfgs_fit`), in centred coordinates,
-starting from the identity map ``W = I, b = 0`` (the uncalibrated probabilities); the loss and
-gradient are evaluated with numpy on the CPU, or with torch on the GPU when ``device`` is
-``auto`` and one is present.  On the CPU results are bit-identical across runs (BLAS is
-single-threaded during the fits); on a GPU they are repeatable on that GPU but may differ from
-the CPU's in the last bits (different matrix-multiply kernels), so the fitted JSON records the
-device type.  Predictions are always computed on the CPU with numpy in float64.
+of the float64 softmax without underflow to ``log 0``).  Each fit minimises the objective by
+Newton-CG (:mod:`.newton`: Hessian-vector products, float64 loss and gradient, float32 Hessian
+products) until the gradient's largest entry is at most ``tolerance`` (1e-6) or ``max_iter``
+Newton iterations; the JSON records per fit whether it converged.  The cross-validation follows
+the regularisation path: in every fold the grid is fitted from strong to weak regularisation,
+each point starting from its stronger neighbour's solution (the first from the identity map
+``W = I, b = 0``, the uncalibrated probabilities); the refit on the whole half starts from the
+mean of the folds' solutions at the chosen point.  The folds run in ``threads`` threads.  Fits
+run with numpy on the CPU, or with torch on the GPU when ``device`` is ``auto`` and one is
+present.  On the CPU results are bit-identical across runs and for any ``threads`` (BLAS is
+single-threaded during the fits and every fit's operations run in one thread in a fixed order);
+on a GPU they are repeatable on that GPU but may differ from the CPU's in the last bits, so the
+fitted JSON records the device type.  Predictions are always computed on the CPU with numpy in
+float64.
 
-Threads.  BLAS runs single-threaded during these fits (:func:`one_blas_thread`).
-
-Cost and limits.  One loss-and-gradient evaluation costs about ``4 N K^2`` floating-point
-operations (two N x K x K products); a fit typically needs 100-2000 evaluations (more the weaker the regularisation), and the
-cross-validation ``folds * len(grid)`` fits plus one refit.  Before fitting on the CPU the work is
-estimated with a nominal 200 evaluations per fit; above ``cpu_flop_budget`` (default 1e14, a few
-hours on 2 cores at ~10 GFLOP/s) :meth:`fit` fails at once with a message saying what to change
-(a GPU, a single grid point, fewer folds or grid points).  With the default grid this refuses
-ImageNet (K = 1000, N = 25,000: ~1.5e15) on the CPU but allows a single-point fit there (~2e13)
-and the full grid at K = 100 (~3e12).  A GPU has no limit.
+Cost and limits.  :func:`estimated_flops` counts the work of a fit in N x K x K matrix
+products, as measured by ``benchmarks/bench_calibrators.py --beyond``; the cross-validation is
+``folds * len(grid)`` fits plus one refit.  Above ``cpu_flop_budget`` (default 1e14, a few hours
+on 2 cores) :meth:`fit` fails at once on the CPU with a message saying what to change (a GPU, a
+single grid point, fewer folds or grid points).  A GPU has no limit.
 """
 
 from __future__ import annotations
@@ -53,12 +54,32 @@ from typing import ClassVar
 import numpy as np
 
 from calibrepro.calibrators.base import Calibrator, check_labels, check_logits, softmax64_inplace
+from calibrepro.calibrators.newton import SoftmaxRegression, array_ops, penalty_weights
 
 #: default regularisation grids (normalised penalties, see the module docstring)
 DEFAULT_LAMBDAS = (1e-2, 1e-1, 1.0, 10.0, 100.0)
 DEFAULT_MUS = (1e-2, 1.0, 100.0)
-#: nominal loss-and-gradient evaluations per fit, for the CPU cost estimate
-_NOMINAL_EVALUATIONS = 200
+#: cost model of one fit in N x K x K multiply-adds, and the CPU speed it is converted to time with
+#: (see :func:`estimated_flops`)
+_PRODUCTS_PER_FIT = 1200
+_CPU_FLOPS = 1e10
+
+
+def estimated_flops(n: int, k: int, fits: int) -> float:
+    """Floating-point operations of ``fits`` Newton-CG fits on ``n`` samples and ``k`` classes.
+
+    Each fit costs about ``_PRODUCTS_PER_FIT`` products of an N x K by K x K matrix (2 N K^2
+    operations each): loss, gradient and preconditioner per Newton iteration and two per
+    conjugate-gradient step; counted along the default Dir-L2 path at K = 100 on the benchmark's
+    synthetic logits (``bench_calibrators.py --beyond``), whose weakly regularised fits are the
+    costly ones (about 1,150 products per fit).
+    """
+    return float(fits) * _PRODUCTS_PER_FIT * 2.0 * n * k * k
+
+
+def estimated_seconds(n: int, k: int, fits: int) -> float:
+    """CPU seconds of :func:`estimated_flops` at a nominal ``_CPU_FLOPS`` per second and core."""
+    return estimated_flops(n, k, fits) / _CPU_FLOPS
 
 
 class CalibrationCostError(ValueError):
@@ -82,21 +103,6 @@ def check_grid(values, name: str) -> tuple[float, ...]:
     if bad:
         raise ValueError(f"{name}: regularisation strengths must be finite and >= 0, got {bad}")
     return grid
-
-
-def _backend(device):
-    """(array module, row-max) for the fitting device: numpy on the CPU, torch on a GPU.
-
-    numpy rather than torch on the CPU: with several processes on few cores, torch's intra-op
-    thread pool made each small operation ~1000x slower (15 ms instead of 12 us for a 450 x 10
-    product, measured on the 2-core build machine under load), and numpy's small products run
-    single-threaded; setting torch's thread count would change process-wide state.
-    """
-    if device.type == "cpu":
-        return np, lambda s: np.amax(s, axis=1, keepdims=True)
-    import torch
-
-    return torch, lambda s: torch.amax(s, dim=1, keepdim=True)
 
 
 _blas_lock = threading.Lock()
@@ -131,91 +137,6 @@ def one_blas_thread():
                 _blas_state["limiter"] = None
 
 
-def _lbfgs_fit(x, y, lam: float, mu: float, penalty: str, max_iter: int, device) -> tuple:
-    """Minimise mean NLL of ``softmax(x W^T + b)`` + penalty from ``W = I, b = 0``; return (W, b, info).
-
-    ``x`` (N, K) float64 and ``y`` (N,) int64 are numpy arrays.  Loss and analytic gradient
-    (``dL/dW = (P - Y)^T x / N``, ``dL/db = sum_i (P - Y)_i / N``, plus the penalty's
-    ``2 lambda w / count``) are computed in float64 on ``device`` (numpy on the CPU, torch on a
-    GPU, see :func:`_backend`); scipy's L-BFGS-B (``maxcor=10``) steps on the CPU.  scipy rather
-    than ``torch.optim.LBFGS``: its Fortran driver costs microseconds per step where torch's
-    Python loop cost ~20 ms per evaluation at K = 10 (measured, 450 samples); it is deterministic.
-    """
-    from scipy.optimize import minimize
-
-    xp, rowmax = _backend(device)
-    n, k = x.shape
-    label_at = np.arange(n) * k + y  # flat index of each sample's true class in an (N, K) array
-    if penalty == "l2":
-        cw, cb = np.full((k, k), 2.0 * lam / (k * (k + 1))), 2.0 * lam / (k * (k + 1))
-    else:
-        cw, cb = (1.0 - np.eye(k)) * (2.0 * lam / (k * (k - 1))), 2.0 * mu / k
-    # Centred coordinates: s = W (x - m) + c with c = b + W m, m the column means of x.  The same
-    # model and objective (the penalty is on b = c - W m), but the W and c directions are
-    # decorrelated, which L-BFGS needs on log-probabilities (every column shares -logsumexp z):
-    # measured at K = 100, lambda = mu = 0.01, Dir-ODIR reached 0.128 in 500 iterations
-    # without centring and a lower objective with it.
-    m = x.mean(axis=0)
-    xc = x - m
-    ones_n, ones_k = np.ones(n), np.ones(k)
-    if xp is not np:
-        xc, cw, m, label_at, ones_n, ones_k = (
-            xp.from_numpy(np.ascontiguousarray(a)).to(device) for a in (xc, cw, m, label_at, ones_n, ones_k)
-        )
-    evaluations = []
-
-    # Few, in-place operations: at the demo's K = 10 and 360 samples one evaluation is ~20 small
-    # array operations, and their fixed cost, not the arithmetic, sets the fit time (sums as
-    # products with a vector of ones, the true-class entries by flat index).
-    def fun(theta: np.ndarray):
-        t = theta if xp is np else xp.from_numpy(theta).to(device)
-        w, c = t[: k * k].reshape(k, k), t[k * k :]
-        b = c - w @ m
-        s = xc @ w.T
-        s += c
-        s -= s.max()  # one shift for all rows (a row-wise max costs more than the rest at K = 10) ...
-        e = xp.exp(s)
-        total = e @ ones_k
-        if total.min() < 1e-250:  # ... unless a row lies so far below it that its exponentials underflow
-            s -= rowmax(s)
-            e = xp.exp(s)
-            total = e @ ones_k
-        picked = s.reshape(-1)[label_at].sum()
-        nll = (xp.log(total).sum() - picked) / n
-        e /= total[:, None]
-        e.reshape(-1)[label_at] -= 1.0  # P - Y
-        pb = cb * b  # gradient of the intercept penalty in b
-        gw = (e.T @ xc) / n
-        gw += cw * w
-        gw -= pb[:, None] * m[None, :]
-        gc = (ones_n @ e) / n + pb
-        loss = float(nll + 0.5 * ((cw * w * w).sum() + cb * (b @ b)))
-        grad = xp.concatenate([gw.reshape(-1), gc]) if xp is np else xp.cat([gw.reshape(-1), gc]).cpu().numpy()
-        evaluations.append((loss, float(nll)))
-        return loss, grad
-
-    theta0 = np.concatenate([np.eye(k).reshape(-1), m])  # W = I, b = 0
-    options = {"maxiter": int(max_iter), "maxfun": int(max_iter) * 5 // 4, "maxcor": 10, "ftol": 1e-12, "gtol": 1e-7}
-    with one_blas_thread():
-        result = minimize(fun, theta0, jac=True, method="L-BFGS-B", options=options)
-    loss, grad = fun(result.x)
-    info = {
-        "optimizer": "scipy.optimize.minimize(method='L-BFGS-B')",
-        "settings": options,
-        "n_iter": int(result.nit),
-        "n_eval": int(result.nfev),
-        "initial_loss": evaluations[0][0],
-        "final_loss": loss,
-        "final_nll": evaluations[-1][1],
-        "final_grad_max_abs": float(np.abs(grad).max()),
-        "stop_reason": str(result.message),
-        "converged": bool(result.success),
-    }
-    w = result.x[: k * k].reshape(k, k).copy()
-    m = m if xp is np else m.cpu().numpy()
-    return w, result.x[k * k :] - w @ m, info
-
-
 class _MatrixCalibrator(Calibrator):
     """Shared fit/CV/predict of ``softmax(W x + b)`` (module docstring)."""
 
@@ -239,17 +160,85 @@ class _MatrixCalibrator(Calibrator):
     def _check_budget(self, n: int, k: int, fits: int, device) -> None:
         if device.type != "cpu":
             return
-        work = fits * _NOMINAL_EVALUATIONS * 4.0 * n * k * k
+        work = estimated_flops(n, k, fits)
         if work > self.cpu_flop_budget:
             raise CalibrationCostError(
                 f"{self.method}: fitting on the CPU would take about {work:.1e} floating-point operations "
-                f"({fits} full {k}x{k} fits on {n} samples: {self.folds}-fold cross-validation over "
-                f"{fits - 1} grid points and a refit), more than calibrator_options.{self.method}."
-                f"cpu_flop_budget = {self.cpu_flop_budget:.1e}. Run on a GPU (device: auto picks one), "
+                f"(~{work / _CPU_FLOPS / 60:.0f} core-minutes: {fits} full {k}x{k} fits on {n} samples, "
+                f"{self.folds}-fold cross-validation over {(fits - 1) // max(1, int(self.folds))} grid points and "
+                f"a refit), more than calibrator_options.{self.method}.cpu_flop_budget = "
+                f"{self.cpu_flop_budget:.1e}. Run on a GPU (device: auto picks one), "
                 f"or give a single value in calibrator_options.{self.method}.lambdas"
                 + ("" if self._penalty == "l2" else " and .mus")
-                + " (no cross-validation), or raise cpu_flop_budget"
+                + " (no cross-validation) or fewer, or raise cpu_flop_budget"
             )
+
+    def _path(self, grid: list[tuple[float, float]]) -> list[tuple[int, int | None]]:
+        """Grid indices from strong to weak regularisation, each with the index it starts from.
+
+        Lambdas descending, and for each the mus descending; a point starts from the solution at
+        the next stronger mu of its lambda, the first mu of a lambda from the next stronger
+        lambda's (the identity map for the strongest point).
+        """
+        order = sorted(range(len(grid)), key=lambda i: (-grid[i][0], -grid[i][1], i))
+        path, previous_by_lambda = [], {}
+        last_first = None
+        for position, i in enumerate(order):
+            lam = grid[i][0]
+            if lam in previous_by_lambda:
+                start = previous_by_lambda[lam]
+            else:
+                start = last_first
+                last_first = i
+            previous_by_lambda[lam] = i
+            path.append((i, start))
+        return path
+
+    def _solve(self, problem: SoftmaxRegression, lam: float, mu: float, start):
+        k = problem.k
+        cw, cb = penalty_weights(self._penalty, k, lam, mu)
+        w0, b0 = start if start is not None else (np.eye(k), np.zeros(k))
+        return problem.fit(cw, cb, w0, b0, tolerance=float(self.tolerance), max_iter=int(self.max_iter))
+
+    def _cross_validate(self, x, y, splits, grid, ops):
+        """Scores (None where not fitted) and per-fold (solutions, infos) along the path.
+
+        The path is walked one lambda at a time, every fold of a lambda in ``threads`` threads;
+        with ``early_stop`` it ends at the first lambda whose best score (over its mus) is
+        higher than the best so far: the weaker lambdas, the costliest fits, are skipped.
+        """
+        from concurrent.futures import ThreadPoolExecutor
+
+        folds, n = len(splits), len(y)
+        problems = [None] * folds
+        sums = [[0.0] * len(grid) for _ in splits]
+        solutions = [[None] * len(grid) for _ in splits]
+        infos = [[None] * len(grid) for _ in splits]
+        levels = {}
+        for i, start in self._path(grid):
+            levels.setdefault(grid[i][0], []).append((i, start))
+
+        def run(fold: int, level) -> None:
+            train, held = splits[fold]
+            if problems[fold] is None:
+                problems[fold] = SoftmaxRegression(x[train], y[train], ops)
+            for i, start in level:
+                begin = solutions[fold][start] if start is not None else None
+                w, b, infos[fold][i] = self._solve(problems[fold], *grid[i], begin)
+                solutions[fold][i] = (w, b)
+                sums[fold][i] = _nll_sum(x[held], y[held], w, b)
+
+        scores, best_so_far = [None] * len(grid), np.inf
+        with ThreadPoolExecutor(max(1, min(int(self.threads), folds))) as pool:
+            for level in levels.values():
+                list(pool.map(lambda fold: run(fold, level), range(folds)))
+                for i, _ in level:
+                    scores[i] = sum(sums[fold][i] for fold in range(folds)) / n  # fold order: a fixed sum
+                best_here = min(scores[i] for i, _ in level)
+                if self.early_stop and best_here > best_so_far:
+                    break
+                best_so_far = min(best_so_far, best_here)
+        return scores, solutions, infos
 
     def fit(self, logits, labels) -> "_MatrixCalibrator":
         """Choose (lambda, mu) by cross-validation on the calibration half, then refit on all of it."""
@@ -268,41 +257,56 @@ class _MatrixCalibrator(Calibrator):
                 "(the calibration samples) to cross-validate the grid"
             )
         device = select_device(self.device)
+        ops = array_ops(device)
         fits = 1 + (folds * len(grid) if len(grid) > 1 else 0)
         self._check_budget(n, k, fits, device)
         x = self._x(z)
-        cv = None
-        if len(grid) > 1:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                splits = list(StratifiedKFold(folds, shuffle=True, random_state=int(self.seed)).split(z, y))
-            scores = []
-            for lam, mu in grid:
-                total = 0.0
-                for train, held in splits:
-                    w, b, _ = _lbfgs_fit(x[train], y[train], lam, mu, self._penalty, self.max_iter, device)
-                    total += _nll_sum(x[held], y[held], w, b)
-                scores.append(total / n)
-            best = int(np.argmin(scores))  # first minimum: ties go to the earlier grid point
-            cv = {
-                "folds": folds,
-                "seed": int(self.seed),
-                "scoring": "held-out mean NLL (unpenalised), StratifiedKFold(shuffle=True)",
-                "grid": [
-                    {"lambda": lam, "mu": mu, "cv_nll": score} for (lam, mu), score in zip(grid, scores)
-                ],
-                "warnings": sorted({str(w.message) for w in caught}),
-            }
-            lam, mu = grid[best]
-        else:
-            lam, mu = grid[0]
-        w, b, info = _lbfgs_fit(x, y, lam, mu, self._penalty, self.max_iter, device)
+        cv, start = None, None
+        with one_blas_thread():
+            if len(grid) > 1:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    splits = list(StratifiedKFold(folds, shuffle=True, random_state=int(self.seed)).split(z, y))
+                scores, solutions, infos = self._cross_validate(x, y, splits, grid, ops)
+                fitted = [i for i, score in enumerate(scores) if score is not None]
+                best = min(fitted, key=lambda i: (scores[i], i))  # ties go to the earlier grid point
+                cv = {
+                    "folds": folds,
+                    "seed": int(self.seed),
+                    "scoring": "held-out mean NLL (unpenalised), StratifiedKFold(shuffle=True)",
+                    "path": "warm starts from strong to weak regularisation, every fold"
+                    + ("; stops at the first lambda that scores worse than a stronger one" if self.early_stop else ""),
+                    "grid": [
+                        {
+                            "lambda": lam,
+                            "mu": mu,
+                            "cv_nll": scores[i],
+                            "converged": None if scores[i] is None else all(f[i]["converged"] for f in infos),
+                            "newton_iterations": None if scores[i] is None else [f[i]["n_iter"] for f in infos],
+                        }
+                        for i, (lam, mu) in enumerate(grid)
+                    ],
+                    "warnings": sorted({str(w.message) for w in caught}),
+                }
+                lam, mu = grid[best]
+                # the refit starts from the mean of the folds' solutions at the chosen point
+                start = tuple(sum(f[best][part] for f in solutions) / folds for part in (0, 1))
+            else:
+                lam, mu = grid[0]
+            w, b, info = self._solve(SoftmaxRegression(x, y, ops), lam, mu, start)
         self.n_classes_ = k
         self.weights_ = w
         self.bias_ = b
         self.reg_lambda_ = lam
         self.reg_mu_ = mu
-        self.diagnostics_ = {**info, "device": device.type, "cross_validation": cv}
+        cv_converged = cv is None or all(point["converged"] is not False for point in cv["grid"])
+        self.diagnostics_ = {
+            **info,
+            "converged": bool(info["converged"] and cv_converged),
+            "refit_converged": info["converged"],
+            "device": device.type,
+            "cross_validation": cv,
+        }
         return self
 
     def predict_proba(self, logits) -> np.ndarray:
@@ -357,7 +361,10 @@ class DirichletL2(_MatrixCalibrator):
         folds: int = 5,
         seed: int = 0,
         device: str = "auto",
-        max_iter: int = 2000,
+        max_iter: int = 100,
+        tolerance: float = 1e-6,
+        threads: int = 1,
+        early_stop: bool = True,
         cpu_flop_budget: float = 1e14,
     ):
         self.lambdas = lambdas
@@ -365,6 +372,9 @@ class DirichletL2(_MatrixCalibrator):
         self.seed = seed
         self.device = device
         self.max_iter = max_iter
+        self.tolerance = tolerance
+        self.threads = threads
+        self.early_stop = early_stop
         self.cpu_flop_budget = cpu_flop_budget
 
 
@@ -387,7 +397,10 @@ class DirichletODIR(_MatrixCalibrator):
         folds: int = 5,
         seed: int = 0,
         device: str = "auto",
-        max_iter: int = 2000,
+        max_iter: int = 100,
+        tolerance: float = 1e-6,
+        threads: int = 1,
+        early_stop: bool = True,
         cpu_flop_budget: float = 1e14,
     ):
         self.lambdas = lambdas
@@ -396,6 +409,9 @@ class DirichletODIR(_MatrixCalibrator):
         self.seed = seed
         self.device = device
         self.max_iter = max_iter
+        self.tolerance = tolerance
+        self.threads = threads
+        self.early_stop = early_stop
         self.cpu_flop_budget = cpu_flop_budget
 
 

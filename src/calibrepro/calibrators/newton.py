@@ -1,0 +1,323 @@
+"""Penalised multinomial logistic regression ``softmax(W x + b)`` by preconditioned Newton-CG.
+
+The objective (Kull et al. 2019, sec. 3, the fit of :mod:`.dirichlet`) is
+
+    f(W, b) = 1/N sum_n [logsumexp(s_n) - s_{n, y_n}] + 1/2 sum_ij cw_ij w_ij^2 + 1/2 cb |b|^2,
+    s_n = W x_n + b,
+
+with the penalty weights ``cw``, ``cb`` of Dir-L2 or ODIR (see :func:`penalty_weights`).  It is
+smooth and convex, strongly convex when every direction is penalised.  A Newton method fits it
+in a few iterations where first-order methods need thousands at weak regularisation (measured:
+L-BFGS-B stopped at its 2,000-iteration cap at K = 100, lambda = 0.01).
+
+Newton step.  The Hessian of the softmax NLL is never formed: its product with a direction
+``(V, d)`` is ``R^T x / N`` and ``1^T R / N`` with ``R = P * dS - P * rowsum(P * dS)``,
+``dS = x V^T + d`` (Böhning 1992, "Multinomial logistic regression algorithm", the Hessian
+``diag(p) - p p^T`` per sample; Nocedal & Wright 2006, "Numerical Optimization", sec. 7.1,
+Hessian-free Newton-CG), two ``N x K x K`` products like one gradient.  The step solves
+``H p = -g`` by conjugate gradients preconditioned with the diagonal of ``H``, stopped at the
+forcing tolerance ``|r| <= min(0.5, sqrt|g|) |g|`` (Nocedal & Wright, Algorithm 7.1: inexact
+Newton, superlinear), then a backtracking Armijo line search (sufficient decrease 1e-4).
+
+Precision.  Loss and gradient are computed in float64; the Hessian products, which only choose
+the search direction, in float32 (measured at K = 100: 2.5x faster products, the same fitted
+parameters to the tolerance; the stopping test is on the float64 gradient).
+
+Stopping.  Converged when the largest absolute entry of the float64 gradient is at most
+``tolerance`` (default 1e-6); otherwise the fit stops after ``max_iter`` Newton iterations or when
+the line search cannot decrease the loss, and says so (``converged: false`` and the reason).
+
+Coordinates.  As before (centred features ``x - m``, ``m`` the column means, and ``c = b + W m``):
+the same model and objective, but better conditioned, so fewer CG iterations.
+
+Determinism.  Every operation runs in a fixed order in the calling thread with single-threaded
+BLAS (:func:`calibrepro.calibrators.dirichlet.one_blas_thread`), so results are bit-identical on
+the CPU whichever thread runs a fit and however many run at once.
+"""
+
+from __future__ import annotations
+
+import math
+import numpy as np
+
+#: Armijo sufficient-decrease constant, the most halvings of a step, the most CG iterations per step
+_ARMIJO = 1e-4
+_MAX_HALVINGS = 40
+_MAX_CG = 250
+#: at most this many parameters K (K + 1): the Newton step from the formed Hessian (K <= 31)
+_DENSE_MAX = 1000
+
+
+def penalty_weights(penalty: str, k: int, lam: float, mu: float) -> tuple[np.ndarray, float]:
+    """``(cw, cb)``: twice the per-entry penalty weights of W and b (Kull et al. 2019, sec. 3).
+
+    L2: ``lambda / (K (K + 1))`` on every entry of W and b; ODIR: ``lambda / (K (K - 1))`` on the
+    off-diagonal entries of W and ``mu / K`` on b.
+    """
+    if penalty == "l2":
+        weight = 2.0 * lam / (k * (k + 1))
+        return np.full((k, k), weight), weight
+    return (1.0 - np.eye(k)) * (2.0 * lam / (k * (k - 1))), 2.0 * mu / k
+
+
+class _Numpy:
+    """The array operations the solver needs, for numpy (CPU); :class:`_Torch` mirrors them."""
+
+    float32, float64 = np.float32, np.float64
+
+    def __init__(self, device=None):
+        self.device = device
+
+    def to(self, a):
+        return a
+
+    def numpy(self, a) -> np.ndarray:
+        return a
+
+    def cast(self, a, dtype):
+        return a.astype(dtype)
+
+    def rowmax(self, s):
+        return s.max(axis=1, keepdims=True)
+
+    exp, log, maximum = np.exp, np.log, np.maximum
+    zeros_like = staticmethod(np.zeros_like)
+
+
+class _Torch(_Numpy):
+    """:class:`_Numpy`'s operations on torch tensors on ``device`` (a GPU)."""
+
+    def __init__(self, device):
+        import torch
+
+        self.torch, self.device = torch, device
+        self.float32, self.float64 = torch.float32, torch.float64
+        self.exp, self.log, self.zeros_like, self.maximum = torch.exp, torch.log, torch.zeros_like, torch.maximum
+
+    def to(self, a):
+        return self.torch.from_numpy(np.ascontiguousarray(a)).to(self.device)
+
+    def numpy(self, a) -> np.ndarray:
+        return a.cpu().numpy()
+
+    def cast(self, a, dtype):
+        return a.to(dtype)
+
+    def rowmax(self, s):
+        return self.torch.amax(s, dim=1, keepdim=True)
+
+
+def array_ops(device) -> _Numpy:
+    """numpy on the CPU, torch on any other torch device (``device.type``)."""
+    return _Numpy() if device is None or device.type == "cpu" else _Torch(device)
+
+
+class SoftmaxRegression:
+    """The data of one fit: features ``x`` (N, K) float64 and labels ``y`` (N,), on ``ops``'s device."""
+
+    def __init__(self, x, y, ops: _Numpy | None = None):
+        self.ops = ops = ops or _Numpy()
+        x = np.asarray(x, dtype=np.float64)
+        self.n, self.k = x.shape
+        self.m = x.mean(axis=0)
+        xc = x - self.m
+        self._xc = ops.to(xc)
+        self._xc32 = ops.to(xc.astype(np.float32))
+        self._xc2 = ops.to((xc * xc).astype(np.float32))
+        self._label_at = ops.to(np.arange(self.n) * self.k + np.asarray(y, dtype=np.int64))
+        self._ones_n, self._ones_n32 = ops.to(np.ones(self.n)), ops.to(np.ones(self.n, np.float32))
+        self._ones_k, self._ones_k32 = ops.to(np.ones(self.k)), ops.to(np.ones(self.k, np.float32))
+        self._m = ops.to(self.m)
+
+    # --- float64 loss and gradient -----------------------------------------------------------
+    def _scores(self, w, c):
+        s = self._xc @ w.T
+        s += c
+        return s
+
+    def _loss(self, s, w, c, cw, cb):
+        """(loss, nll, probabilities P) at scores ``s`` (overwritten by P)."""
+        ops = self.ops
+        s -= ops.rowmax(s)
+        picked = s.reshape(-1)[self._label_at].sum()
+        ops.exp(s, out=s)
+        total = s @ self._ones_k
+        nll = float((ops.log(total).sum() - picked) / self.n)
+        s /= total[:, None]
+        b = c - w @ self._m
+        penalty = 0.5 * (float((cw * w * w).sum()) + cb * float(b @ b))
+        return nll + penalty, nll, s
+
+    def gradient(self, p, w, c, cw, cb):
+        """Gradient ``(gW, gc)`` from the probabilities ``p`` (overwritten with ``P - Y``)."""
+        p.reshape(-1)[self._label_at] -= 1.0
+        pb = cb * (c - w @ self._m)
+        gw = (p.T @ self._xc) / self.n
+        gw += cw * w
+        gw -= pb[:, None] * self._m[None, :]
+        gc = (self._ones_n @ p) / self.n + pb
+        return gw, gc
+
+    # --- float32 Hessian products --------------------------------------------------------------
+    def hessian_parts(self, p, cw, cb):
+        """(float32 probabilities, the preconditioner: ``(rW, rc) -> M^-1 (rW, rc)``)."""
+        ops = self.ops
+        p32 = ops.cast(p, ops.float32)
+        v = p32 * (1.0 - p32)
+        data = ops.cast((v.T @ self._xc2) / self.n, ops.float64)
+        dw = data + cw + cb * (self._m * self._m)[None, :]
+        dc = ops.cast((self._ones_n32 @ v) / self.n, ops.float64) + cb
+        inv_w, inv_c = 1.0 / ops.maximum(dw, 0 * dw + 1e-12), 1.0 / ops.maximum(dc, 0 * dc + 1e-12)
+        # Tried and not kept: the diagonal scaling of the features' correlation matrix (a Kronecker
+        # approximation of each class's block): 25-100 % more CG iterations at K = 10 and 100.
+        return p32, lambda rw, rc: (rw * inv_w, rc * inv_c)
+
+    def hessp(self, p32, v, d, cw, cb):
+        """``H (V, d)`` at the probabilities ``p32``: the data term in float32, the penalty in float64."""
+        ops = self.ops
+        r = self._xc32 @ ops.cast(v, ops.float32).T
+        r += ops.cast(d, ops.float32)
+        r *= p32
+        r -= p32 * (r @ self._ones_k32)[:, None]
+        hv = ops.cast(r.T @ self._xc32, ops.float64) / self.n
+        hd = ops.cast(self._ones_n32 @ r, ops.float64) / self.n
+        db = d - v @ self._m
+        hv += cw * v
+        hv -= cb * db[:, None] * self._m[None, :]
+        hd += cb * db
+        return hv, hd
+
+    def nll_sum(self, w, b) -> float:
+        """Summed NLL of ``softmax(x W^T + b)`` on this data (held-out scoring), float64."""
+        w, c = self.ops.to(np.asarray(w, dtype=np.float64)), self.ops.to(np.asarray(b + w @ self.m, dtype=np.float64))
+        _, nll, _ = self._loss(self._scores(w, c), w, c, 0.0, 0.0)
+        return nll * self.n
+
+    # --- the solver ---------------------------------------------------------------------------
+    def fit(self, cw, cb: float, w0, b0, *, tolerance: float, max_iter: int):
+        """Minimise the penalised objective from ``(w0, b0)``; return ``(W, b, info)`` (numpy)."""
+        ops = self.ops
+        cw = ops.to(np.asarray(cw, dtype=np.float64))
+        w0 = np.asarray(w0, dtype=np.float64)
+        w, c = ops.to(w0.copy()), ops.to(np.asarray(b0, dtype=np.float64) + w0 @ self.m)
+        loss, nll, p = self._loss(self._scores(w, c), w, c, cw, cb)
+        initial = loss
+        gw, gc = self.gradient(p, w, c, cw, cb)
+        evaluations, products = 1, 0
+        reason, converged, iterations = "", False, 0
+        grad_max = _max_abs(gw, gc)
+        while True:
+            if grad_max <= tolerance:
+                converged, reason = True, f"gradient max-abs {grad_max:.1e} <= tolerance {tolerance:g}"
+                break
+            if iterations >= max_iter:
+                reason = f"max_iter = {max_iter} Newton iterations reached (gradient max-abs {grad_max:.1e})"
+                break
+            iterations += 1
+            p.reshape(-1)[self._label_at] += 1.0  # back from P - Y to P
+            if self.k * (self.k + 1) <= _DENSE_MAX and self.ops.device is None:
+                sw, sc = self._dense_direction(p, gw, gc, cw, cb)
+                precondition = self.hessian_parts(p, cw, cb)[1]
+            else:
+                p32, precondition = self.hessian_parts(p, cw, cb)
+                sw, sc, used = self._newton_direction(p32, gw, gc, precondition, cw, cb)
+                products += used
+            slope = _dot(gw, sw, gc, sc)
+            if not slope < 0.0:  # not a descent direction (float32 rounding): preconditioned steepest descent
+                sw, sc = precondition(-gw, -gc)
+                slope = _dot(gw, sw, gc, sc)
+            step = 1.0
+            for _ in range(_MAX_HALVINGS):
+                w_new, c_new = w + step * sw, c + step * sc
+                new_loss, new_nll, new_p = self._loss(self._scores(w_new, c_new), w_new, c_new, cw, cb)
+                evaluations += 1
+                if new_loss <= loss + _ARMIJO * step * slope:
+                    break
+                step *= 0.5
+            else:
+                reason = f"the line search found no decrease (gradient max-abs {grad_max:.1e})"
+                break
+            w, c, loss, nll, p = w_new, c_new, new_loss, new_nll, new_p
+            gw, gc = self.gradient(p, w, c, cw, cb)
+            grad_max = _max_abs(gw, gc)
+        w_np, c_np = ops.numpy(w), ops.numpy(c)
+        info = {
+            "optimizer": "Newton-CG (Hessian-vector products, diagonal preconditioner, Armijo line search)",
+            "tolerance": tolerance,
+            "n_iter": iterations,
+            "n_eval": evaluations,
+            "n_hessp": products,
+            "initial_loss": initial,
+            "final_loss": loss,
+            "final_nll": nll,
+            "final_grad_max_abs": grad_max,
+            "stop_reason": reason,
+            "converged": converged,
+        }
+        return w_np, c_np - w_np @ self.m, info
+
+    def _dense_direction(self, p, gw, gc, cw, cb):
+        """The exact Newton step from the formed Hessian (few parameters: cheaper than CG, and exact).
+
+        Per class i the parameters are ``(W_i., c_i)``; the data Hessian is ``blockdiag_i(X~^T
+        diag(P_.i) X~) - U^T U`` over N, ``X~ = [x - m, 1]``, ``U_n = p_n (x) x~_n`` (Böhning 1992);
+        the penalty adds ``cw`` on the diagonal and ``cb a a^T``, ``a = (-m, 1)``, per class block.
+        Solved by Cholesky with the smallest diagonal shift that succeeds (an unpenalised flat direction).
+        """
+        from scipy.linalg import LinAlgError, cho_factor, cho_solve
+
+        k, n = self.k, self.n
+        xt = np.hstack([self._xc, np.ones((n, 1))])
+        u = (p[:, :, None] * xt[:, None, :]).reshape(n, k * (k + 1))
+        h = -(u.T @ u)
+        a = np.append(-self.m, 1.0)
+        for i in range(k):
+            block = slice(i * (k + 1), (i + 1) * (k + 1))
+            h[block, block] += (xt * p[:, i : i + 1]).T @ xt + (cb * n) * np.outer(a, a)
+        h /= n
+        h[np.diag_indices_from(h)] += np.hstack([cw, np.zeros((k, 1))]).reshape(-1)
+        g = np.hstack([gw, gc[:, None]]).reshape(-1)
+        shift = 0.0
+        while True:
+            try:
+                factor = cho_factor(h + shift * np.eye(len(g)) if shift else h)
+                break
+            except LinAlgError:
+                shift = max(shift * 100.0, 1e-12 * float(np.abs(np.diag(h)).max()))
+        s = cho_solve(factor, -g).reshape(k, k + 1)
+        return np.ascontiguousarray(s[:, :k]), np.ascontiguousarray(s[:, k])
+
+    def _newton_direction(self, p32, gw, gc, precondition, cw, cb):
+        """Preconditioned CG on ``H s = -g`` to the forcing tolerance (Nocedal & Wright, Alg. 5.3, 7.1)."""
+        ops = self.ops
+        g_norm = math.sqrt(_dot(gw, gw, gc, gc))
+        forcing = min(0.5, math.sqrt(g_norm)) * g_norm
+        sw, sc = ops.zeros_like(gw), ops.zeros_like(gc)
+        rw, rc = -gw, -gc
+        zw, zc = precondition(rw, rc)
+        dw, dc = zw, zc
+        rz = _dot(rw, zw, rc, zc)
+        for j in range(_MAX_CG):
+            hw, hc = self.hessp(p32, dw, dc, cw, cb)
+            curvature = _dot(dw, hw, dc, hc)
+            if not curvature > 0.0:  # a flat direction (no penalty on it): keep the step so far
+                return (zw, zc, j + 1) if j == 0 else (sw, sc, j + 1)
+            alpha = rz / curvature
+            sw, sc = sw + alpha * dw, sc + alpha * dc
+            rw, rc = rw - alpha * hw, rc - alpha * hc
+            if math.sqrt(_dot(rw, rw, rc, rc)) <= forcing:
+                return sw, sc, j + 1
+            zw, zc = precondition(rw, rc)
+            rz_new = _dot(rw, zw, rc, zc)
+            dw, dc = zw + (rz_new / rz) * dw, zc + (rz_new / rz) * dc
+            rz = rz_new
+        return sw, sc, _MAX_CG
+
+
+def _dot(a, b, c, d) -> float:
+    """``<a, b> + <c, d>`` as a Python float."""
+    return float((a * b).sum()) + float((c * d).sum())
+
+
+def _max_abs(a, b) -> float:
+    return max(float(abs(a).max()), float(abs(b).max()))
