@@ -309,7 +309,7 @@ class Capped(float):
 # beyond the thesis: Dir-L2, Dir-ODIR, MS-ODIR, ETS; dirichletcal
 # --------------------------------------------------------------------------------------------
 def measured(fn, memory: bool):
-    """(result, seconds, peak MB or None) of ``fn()``.
+    """(result, seconds, CPU seconds of this process, peak MB or None) of ``fn()``.
 
     Time from an untraced run.  Peak memory: on a GPU ``torch.cuda.max_memory_allocated`` of
     that run; on the CPU (``memory=True``) ``tracemalloc``'s peak (numpy's arrays included) of a
@@ -321,18 +321,18 @@ def measured(fn, memory: bool):
     if cuda:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     result = fn()
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     if cuda:
-        return result, seconds, torch.cuda.max_memory_allocated() / 2**20
+        return result, seconds, cpu, torch.cuda.max_memory_allocated() / 2**20
     if not memory:
-        return result, seconds, None
+        return result, seconds, cpu, None
     tracemalloc.start()
     fn()
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    return result, seconds, peak / 2**20
+    return result, seconds, cpu, peak / 2**20
 
 
 def penalised_objective(method, features, labels, w, b, lam, mu):
@@ -388,36 +388,48 @@ def run_dirichletcal(classes, method, zc, yc, lam, mu):
     return weights[:, :-1], weights[:, -1], time.perf_counter() - start
 
 
-def bench_beyond(shapes, single: bool = False) -> int:
+def bench_beyond(shapes, single: bool = False, threads: int = 2) -> int:
     """Time/memory of the methods beyond the thesis, and the dirichletcal cross-check."""
     from calibrepro.calibrators.dirichlet import CalibrationCostError, log_softmax64
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    print(f"\n=== beyond the thesis (device: {device}, load {os.getloadavg()[0]:.2f}) ===")
+    print(f"\n=== beyond the thesis (device: {device}, load {os.getloadavg()[0]:.2f}, threads {threads}) ===")
     where = "GPU allocator" if device == "cuda" else "tracemalloc, K < 1000"
-    print(f"{'K':>5s} {'method':30s} {'fit s':>9s} {'peak MB':>9s} {'fits':>5s}  chosen (lambda, mu); calib NLL  [{where}]")
+    print(
+        f"{'K':>5s} {'method':30s} {'fit s':>8s} {'cpu s':>8s} {'peak MB':>9s} {'fits':>5s} {'Newton':>6s} {'H.v':>6s}"
+        f"  converged  chosen (lambda, mu)  test NLL  calib NLL  [{where}]"
+    )
     dcal, why = load_dirichletcal()
     comparisons = []
     for k, n in shapes:
-        (zc, yc), _ = synthetic(k, n)
+        (zc, yc), (zt, yt) = synthetic(k, n)
         for method in BEYOND:
             note = ""
+            matrix = method != "ensemble_temperature_scaling"
+            options = {"threads": threads} if matrix else {}
             try:
-                if single and method != "ensemble_temperature_scaling":
+                if single and matrix:
                     raise CalibrationCostError("--single: one fit at (0.01, 0.01)")
-                cal, secs, peak = measured(lambda: make_calibrator(method).fit(zc, yc), k < 1000)
-                fits = "1" if method == "ensemble_temperature_scaling" else str(1 + 5 * len(cal._grid()))
+                cal, secs, cpu, peak = measured(lambda: make_calibrator(method, **options).fit(zc, yc), k < 1000)
             except CalibrationCostError as exc:
                 note = f"  [no CV grid: {str(exc).split('(')[0].strip()}]"
-                single = {"lambdas": [0.01], "mus": [0.01]}
-                cal, secs, peak = measured(lambda: make_calibrator(method, **single).fit(zc, yc), k < 1000)
-                fits = "1"
+                options.update(lambdas=[0.01], mus=[0.01])
+                cal, secs, cpu, peak = measured(lambda: make_calibrator(method, **options).fit(zc, yc), k < 1000)
             d = cal.diagnostics_
-            if method == "ensemble_temperature_scaling":
+            test_nll = nll(cal.predict_proba(zt), yt)
+            if not matrix:
                 what = f"T={1 / cal.inverse_temperature_:.3f}, w={np.round(cal.weights_, 4).tolist()}"
-            else:
-                what = f"({cal.reg_lambda_:g}, {cal.reg_mu_:g}); {d['final_nll']:.6f}, stop: {d['stop_reason'][:40]}"
-            print(f"{k:5d} {method:30s} {secs:9.2f} {fmt(peak, 9)} {fits:>5s}  {what}{note}")
+                print(f"{k:5d} {method:30s} {secs:8.2f} {cpu:8.2f} {fmt(peak, 9)} {1:5d}  {what}; test NLL {test_nll:.6f}")
+                continue
+            cv = d["cross_validation"]
+            fitted = [g for g in cv["grid"] if g["cv_nll"] is not None] if cv else []
+            fits = 1 + sum(len(g["newton_iterations"]) for g in fitted)
+            newton = d["n_iter"] + sum(sum(g["newton_iterations"]) for g in fitted)
+            products = d["n_hessp"] + sum(g["hessian_products"] for g in fitted)
+            print(
+                f"{k:5d} {method:30s} {secs:8.2f} {cpu:8.2f} {fmt(peak, 9)} {fits:5d} {newton:6d} {products:6d}"
+                f"  {str(d['converged']):9s}  ({cal.reg_lambda_:g}, {cal.reg_mu_:g}){'':8s} {test_nll:.6f}  {d['final_nll']:.6f}{note}"
+            )
             if method != "ensemble_temperature_scaling" and dcal and k <= 100:
                 lam, mu = cal.reg_lambda_, cal.reg_mu_
                 w, b, their_secs = run_dirichletcal(dcal, method, zc, yc, lam, mu)
@@ -517,6 +529,7 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--single", action="store_true", help="beyond: one fit at (0.01, 0.01) instead of the CV grid (time per fit)"
     )
+    parser.add_argument("--threads", type=int, default=2, help="beyond: threads of the full-matrix fits' folds")
     args = parser.parse_args(argv)
     if args.vs_variants:
         run_vs_variants(max(1, args.repeat))
@@ -524,7 +537,7 @@ def main(argv=None) -> int:
     chosen = [(k, n) for k, n in SHAPES if not args.classes or k in args.classes]
     if args.beyond_only:
         warnings.filterwarnings("ignore")
-        return bench_beyond(chosen[:2] if args.quick else chosen, args.single)
+        return bench_beyond(chosen[:2] if args.quick else chosen, args.single, args.threads)
 
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)  # torch-uncertainty logs "model is None" on every fit
@@ -631,7 +644,7 @@ def main(argv=None) -> int:
     print(f"grand total (ours, all shapes run): {grand:.2f} s")
     print("load average at end: %.2f %.2f %.2f" % os.getloadavg())
     if args.beyond:
-        bench_beyond(shapes)
+        bench_beyond(shapes, threads=args.threads)
     if not args.quick:
         estimate = sum(THESIS_MODELS[k] * per_shape[k] for k in THESIS_MODELS)
         print(

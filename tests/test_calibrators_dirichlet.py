@@ -304,3 +304,21 @@ def test_fits_are_identical_for_any_thread_count():
     for data in fitted:
         data["hyperparameters"].pop("threads")
     assert json.dumps(fitted[0]) == json.dumps(fitted[1]) == json.dumps(fitted[2])
+
+
+def test_torch_backend_matches_numpy():
+    """The GPU's code path (torch tensors; run here on torch's CPU device) finds the numpy fit's optimum."""
+    import torch
+
+    from calibrepro.calibrators.newton import SoftmaxRegression, _Torch, penalty_weights
+
+    rng = np.random.default_rng(18)
+    x, y = rng.normal(size=(500, 6)) * 2, rng.integers(0, 6, 500)
+    cw, cb = penalty_weights("odir", 6, 0.5, 0.5)
+    fits = [
+        SoftmaxRegression(x, y, ops).fit(cw, cb, np.eye(6), np.zeros(6), tolerance=1e-8, max_iter=100)
+        for ops in (None, _Torch(torch.device("cpu")))
+    ]
+    assert fits[0][2]["converged"] and fits[1][2]["converged"] and fits[1][2]["n_hessp"] > 0
+    np.testing.assert_allclose(fits[1][0], fits[0][0], atol=1e-8)
+    np.testing.assert_allclose(fits[1][1], fits[0][1], atol=1e-8)

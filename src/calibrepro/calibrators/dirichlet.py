@@ -157,6 +157,11 @@ class _MatrixCalibrator(Calibrator):
             return log_softmax64(z)
         return np.array(z, dtype=np.float64, order="C")
 
+    def planned_fits(self) -> int:
+        """Fits of a full cross-validation over the grid plus the refit (1 for a single grid point)."""
+        grid = self._grid()
+        return 1 + (int(self.folds) * len(grid) if len(grid) > 1 else 0)
+
     def _check_budget(self, n: int, k: int, fits: int, device) -> None:
         if device.type != "cpu":
             return
@@ -164,7 +169,7 @@ class _MatrixCalibrator(Calibrator):
         if work > self.cpu_flop_budget:
             raise CalibrationCostError(
                 f"{self.method}: fitting on the CPU would take about {work:.1e} floating-point operations "
-                f"(~{work / _CPU_FLOPS / 60:.0f} core-minutes: {fits} full {k}x{k} fits on {n} samples, "
+                f"(~{work / _CPU_FLOPS:.3g} CPU seconds: {fits} full {k}x{k} fits on {n} samples, "
                 f"{self.folds}-fold cross-validation over {(fits - 1) // max(1, int(self.folds))} grid points and "
                 f"a refit), more than calibrator_options.{self.method}.cpu_flop_budget = "
                 f"{self.cpu_flop_budget:.1e}. Run on a GPU (device: auto picks one), "
@@ -258,8 +263,7 @@ class _MatrixCalibrator(Calibrator):
             )
         device = select_device(self.device)
         ops = array_ops(device)
-        fits = 1 + (folds * len(grid) if len(grid) > 1 else 0)
-        self._check_budget(n, k, fits, device)
+        self._check_budget(n, k, self.planned_fits(), device)
         x = self._x(z)
         cv, start = None, None
         with one_blas_thread():
@@ -283,6 +287,7 @@ class _MatrixCalibrator(Calibrator):
                             "cv_nll": scores[i],
                             "converged": None if scores[i] is None else all(f[i]["converged"] for f in infos),
                             "newton_iterations": None if scores[i] is None else [f[i]["n_iter"] for f in infos],
+                            "hessian_products": None if scores[i] is None else sum(f[i]["n_hessp"] for f in infos),
                         }
                         for i, (lam, mu) in enumerate(grid)
                     ],
