@@ -105,7 +105,9 @@ def test_report_with_split_noise(tmp_path):
     per_model = table_rows(section(text, "Summary per model"))
     assert per_model[1] == ["d1", "m1", "4", "2/4", "3/4"]
     not_compared = section(text, "Not compared")
-    assert "- 1 published cell(s) have no regenerated value: d1/m2." in not_compared
+    # d1/m2 is published but not a model of this run: not listed
+    assert "- Every published cell of this run's models has a regenerated value." in not_compared
+    assert "m2" not in not_compared
     assert "- 1 regenerated cell(s) of the published metrics have no published value: d1/m1." in not_compared
     assert len(table_rows(section(text, "All compared cells"))) == 1 + 4
 
@@ -154,7 +156,7 @@ def test_bundled_thesis_values_reproduce_exactly(tmp_path):
     assert "the thesis's appendix (tables 1-5), bundled as `calibrepro/data/thesis_appendix.csv`" in text
     assert "**Identical at the printed precision: 960 of 960 compared cells (100.00 %).**" in text
     assert "## Misses (0)" in text
-    assert "- Every published cell has a regenerated value." in text
+    assert "- Every published cell of this run's models has a regenerated value." in text
     per_table = table_rows(section(text, "Summary per table"))
     assert [r[-1] for r in per_table[1:6]] == ["32/32"] * 5
     matrix = [r for r in per_table if len(r) == 7 and r[0] != "Table"]
@@ -169,7 +171,8 @@ def test_no_overlap_says_so(tmp_path):
     write_reproduction_report(metrics, out)
     text = out.read_text(encoding="utf-8")
     assert "**No published cell has a regenerated value to compare with.**" in text
-    assert "960 published cell(s) have no regenerated value: cifar10/densenet121" in text
+    assert "This run's models (digits/mlp) have no published values in this file, so this report compares nothing." in text
+    assert "demo" not in text and "published cell(s)" not in text and "densenet121" not in text
     assert "## Misses" not in text
 
 

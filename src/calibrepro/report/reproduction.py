@@ -56,8 +56,8 @@ _TEXT = {
         "interval": "Our {level}% interval",
         "inside": "Inside interval",
         "overall_none": "**No published cell has a regenerated value to compare with.**",
-        "none_help": "None of the regenerated models ({ours}) has published values here, so this report "
-        "compares nothing; the offline demo's models have none. To compare your own models, write their "
+        "none_help": "This run's models ({ours}) have no published values in this file, so this report "
+        "compares nothing. To compare them, write their "
         "published numbers to a CSV with the columns `dataset,model,method,metric,value` (values as printed, "
         "percent metrics in %, e.g. ECE `1.90`) and set `report.published` to its path in your config; "
         "`config/thesis.yaml` compares the thesis's models with its appendix.",
@@ -74,11 +74,11 @@ _TEXT = {
         "matrix": "Identical cells per table and method:",
         "per_model": "Summary per model",
         "not_compared": "Not compared",
-        "missing_ours": "{count} published cell(s) have no regenerated value: {what}.",
+        "missing_ours": "{count} published cell(s) of this run's models have no regenerated value: {what}.",
         "missing_published": "{count} regenerated cell(s) of the published metrics have no published value: {what}.",
         "unpublished_methods": "No published values exist for {what} (methods beyond the published table): their "
         "columns are regenerated values only.",
-        "nothing_missing": "Every published cell has a regenerated value.",
+        "nothing_missing": "Every published cell of this run's models has a regenerated value.",
         "all_cells": "All compared cells",
         "table": "Table",
         "metric": "Metric",
@@ -115,8 +115,8 @@ _TEXT = {
         "interval": "Наш {level}%-й интервал",
         "inside": "Внутри интервала",
         "overall_none": "**Ни одной опубликованной ячейке не соответствует полученное значение.**",
-        "none_help": "Ни для одной из полученных моделей ({ours}) здесь нет опубликованных значений, "
-        "поэтому отчёт ничего не сравнивает; у моделей офлайн-демо их нет. Чтобы сравнить свои модели, "
+        "none_help": "Для моделей этого запуска ({ours}) в этом файле нет опубликованных значений, "
+        "поэтому отчёт ничего не сравнивает. Чтобы сравнить их, "
         "запишите опубликованные числа в CSV со столбцами `dataset,model,method,metric,value` (значения как "
         "напечатаны, метрики в % – в процентах, например ECE `1.90`) и укажите путь к нему в `report.published`; "
         "`config/thesis.yaml` сравнивает модели диплома с его приложением.",
@@ -134,11 +134,11 @@ _TEXT = {
         "matrix": "Совпадающие ячейки по таблицам и методам:",
         "per_model": "Итоги по моделям",
         "not_compared": "Не сравнивались",
-        "missing_ours": "Опубликованных ячеек без полученного значения: {count} ({what}).",
+        "missing_ours": "Опубликованных ячеек моделей этого запуска без полученного значения: {count} ({what}).",
         "missing_published": "Полученных ячеек опубликованных метрик без опубликованного значения: {count} ({what}).",
         "unpublished_methods": "Для методов {what} (вне опубликованной таблицы) опубликованных значений нет: "
         "их столбцы содержат только полученные значения.",
-        "nothing_missing": "Для каждой опубликованной ячейки есть полученное значение.",
+        "nothing_missing": "Для каждой опубликованной ячейки моделей этого запуска есть полученное значение.",
         "all_cells": "Все сравненные ячейки",
         "table": "Таблица",
         "metric": "Метрика",
@@ -476,10 +476,12 @@ def render_reproduction(
 
     out += [f"## {t['not_compared']}", ""]
     notes = []
+    ours = set(metrics.rows)  # published cells of models this run does not have are not its business
+    unmatched = unmatched[[key in ours for key in zip(unmatched["dataset"], unmatched["model"])]]
     if len(unmatched):
         names = list(OrderedDict.fromkeys(f"{d}/{m}" for d, m in zip(unmatched["dataset"], unmatched["model"])))
         notes.append("- " + t["missing_ours"].format(count=len(unmatched), what=md_escape(_shorten(names))))
-    else:
+    elif comparisons:  # without any, the opening lines already say that none of the run's models is published
         notes.append("- " + t["nothing_missing"])
     if extra:
         names = list(OrderedDict.fromkeys(f"{d}/{m}" for d, m, _, _ in extra))
