@@ -28,6 +28,7 @@ import yaml
 from scipy.special import softmax
 
 from calibrepro import metrics as M
+from calibrepro.layout import Layout
 from calibrepro.bootstrap import (
     bootstrap_replicates, bootstrap_seed, paired_differences, percentile_interval, resample_counts,
 )
@@ -105,12 +106,13 @@ def time_size_study(workdir: Path) -> None:
 
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     study = config["size_study"]
+    layout = Layout.named(config["name"])
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         for dataset, models in config["models"].items():
             for model in models:
                 size_study_step(
-                    workdir / f"results/logits/{dataset}/{model}.npz", workdir / f"results/splits/{dataset}/seed0.npz",
+                    workdir / layout.logits(dataset, model), workdir / layout.split(dataset, 0),
                     Path(tmp) / f"{model}.csv", methods=config["calibrators"], sizes=study["sizes"],
                     seeds=study["seeds"], metrics=config["metrics"], bins=config["bins"], dataset=dataset, model=model,
                 )

@@ -2,7 +2,7 @@
 
 Writes synthetic logits for 13 CIFAR-10-like (K=10, N=10,000), 15 CIFAR-100-like (K=100,
 N=10,000) and 4 ImageNet-like (K=1000, N=50,000) models as `source: logits` models, then runs
-the real workflow (local profile) twice: once to `results/metrics.csv` plus all tables (the
+the real workflow (local profile) twice: once to `results/bench/metrics.csv` plus all tables (the
 appendix: six columns, all metrics, one seed), once more for the reliability diagrams.
 
     .venv/bin/python benchmarks/bench_pipeline.py [--workdir DIR] [--cores 2] [--small]
@@ -24,7 +24,10 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from calibrepro.layout import Layout
+
 ROOT = Path(__file__).resolve().parents[1]
+LAYOUT = Layout.named("bench")  # the config file is bench.yaml
 SHAPES = {"cifar10": (13, 10, 10_000), "cifar100": (15, 100, 10_000), "imagenet": (4, 1000, 50_000)}
 
 
@@ -61,7 +64,7 @@ CONFIGURATIONS = {
     "no-threads": ["--workflow-profile", "none"],
 }
 TABLES = [
-    f"reports/tables/{metric}.{ext}"
+    LAYOUT.table(metric, ext)
     for metric in ["accuracy", "brier", "ece", "mce", "nll", "classwise_ece", "ece_equal_mass", "mce_equal_mass", "ece_l2"]
     for ext in ("md", "tex")
 ]
@@ -92,9 +95,9 @@ def snakemake(workdir: Path, config: Path, cores: int, flags: list[str], *target
 def clear_after_logits(workdir: Path) -> None:
     """Delete everything the workflow made after the logits (and Snakemake's records of it)."""
     for name in ("splits", "calibrators", "evaluations", "reliability", "metrics.csv", "logs"):
-        path = workdir / "results" / name
+        path = workdir / LAYOUT.results / name
         shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
-    shutil.rmtree(workdir / "reports", ignore_errors=True)
+    shutil.rmtree(workdir / LAYOUT.reports, ignore_errors=True)
 
 
 def main() -> None:
@@ -112,7 +115,7 @@ def main() -> None:
     models = yaml.safe_load(config.read_text())["models"]
     count = sum(len(names) for names in models.values())
     # Caching the logits (copying the .npz files) is not part of the appendix's work.
-    logits = [f"results/logits/{d}/{m}.npz" for d, names in models.items() for m in names]
+    logits = [LAYOUT.logits(d, m) for d, names in models.items() for m in names]
     snakemake(workdir, config, args.cores, CONFIGURATIONS["profile"], *logits)
     load = os.getloadavg()
     names = ["profile"] + ["plain"] * args.plain + ["no-threads"] * args.no_threads
@@ -123,7 +126,7 @@ def main() -> None:
         # hits every column alike
         for name in names if round_ % 2 == 0 else names[::-1]:
             clear_after_logits(workdir)
-            appendix[name].append(snakemake(workdir, config, args.cores, CONFIGURATIONS[name], "results/metrics.csv", *TABLES))
+            appendix[name].append(snakemake(workdir, config, args.cores, CONFIGURATIONS[name], LAYOUT.metrics, *TABLES))
             figures[name].append(snakemake(workdir, config, args.cores, CONFIGURATIONS[name]))
     print(f"models: {count}; cores: {args.cores}; workdir: {workdir}; best of {args.repeat}; "
           f"load average before: {load[0]:.1f}, after: {os.getloadavg()[0]:.1f}")

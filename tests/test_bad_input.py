@@ -174,7 +174,7 @@ def test_the_workflow_names_the_data_set_of_an_unstratifiable_split(tmp_path):
 
     synthetic_logits(tmp_path / "t.npz", k=3, labels=np.array([0] * 50 + [1] * 50 + [2]))
     config = write_config(tmp_path / "c.yaml", {"models": {"tiny": {"a": {"source": "logits", "path": "t.npz"}}}})
-    result = run_snakemake(tmp_path, "results/metrics.csv", "--configfile", str(config))
+    result = run_snakemake(tmp_path, "results/c/metrics.csv", "--configfile", str(config))
     assert result.returncode != 0
     assert "data set 'tiny': class 2 has only 1 sample" in result.stderr
-    assert not (tmp_path / "results" / "splits").exists() or not any((tmp_path / "results" / "splits").rglob("*.npz"))
+    assert not (tmp_path / "results" / "c" / "splits").exists() or not any((tmp_path / "results" / "c" / "splits").rglob("*.npz"))

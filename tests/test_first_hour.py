@@ -55,7 +55,7 @@ def test_a_killed_run_leaves_a_stale_lock_that_the_tool_names_and_removes_safely
         "a": {"source": "logits", "path": str(tmp_path / "a.npz")},
         "b": {"source": "logits", "path": str(tmp_path / "b.npz")}}}})
     locks = tmp_path / ".snakemake" / "locks"
-    command = snakemake_command(tmp_path, "results/metrics.csv", "--configfile", str(config), cores=1)
+    command = snakemake_command(tmp_path, "results/c/metrics.csv", "--configfile", str(config), cores=1)
     for _ in range(5):  # kill Snakemake (and its jobs) while it holds the lock
         run = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         while run.poll() is None and not (locks.is_dir() and any(locks.iterdir())):
@@ -87,6 +87,6 @@ def test_a_killed_run_leaves_a_stale_lock_that_the_tool_names_and_removes_safely
 
     assert _lock_tool(tmp_path, "--unlock").returncode == 0
     assert not locks.exists()
-    rerun = run_snakemake(tmp_path, "results/metrics.csv", "--configfile", str(config))
+    rerun = run_snakemake(tmp_path, "results/c/metrics.csv", "--configfile", str(config))
     assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert (tmp_path / "results" / "metrics.csv").read_text().startswith("dataset,model,method,seed,metric,value\n")
+    assert (tmp_path / "results" / "c" / "metrics.csv").read_text().startswith("dataset,model,method,seed,metric,value\n")

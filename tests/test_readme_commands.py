@@ -51,7 +51,7 @@ COMMANDS = documented_commands()
 def test_the_documents_have_commands_to_check():
     names = [command for _, command in COMMANDS]
     assert "snakemake --cores 4" in names  # the card's command
-    assert any("reports/tables/ece.tex --profile workflow/profiles/slurm" in name for name in names)
+    assert any("reports/thesis/tables/ece.tex --profile workflow/profiles/slurm" in name for name in names)
     assert any(name.startswith("calibrepro ") for name in names)
 
 

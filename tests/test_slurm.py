@@ -297,26 +297,26 @@ def test_demo_runs_through_sbatch(slurm_run):
 def test_slurm_outputs_equal_the_local_run(slurm_run, local_run):
     workdir, _ = slurm_run
     identical = [
-        "results/metrics.csv",
-        "reports/reproduction.md",
-        *_relative_files(local_run, "reports/tables/*"),
-        *_relative_files(local_run, "results/calibrators/**/*.json"),
-        *_relative_files(local_run, "results/evaluations/**/*.csv"),
-        *_relative_files(local_run, "results/reliability/**/*.json"),
+        "results/demo/metrics.csv",
+        "reports/demo/reproduction.md",
+        *_relative_files(local_run, "reports/demo/tables/*"),
+        *_relative_files(local_run, "results/demo/calibrators/**/*.json"),
+        *_relative_files(local_run, "results/demo/evaluations/**/*.csv"),
+        *_relative_files(local_run, "results/demo/reliability/**/*.json"),
     ]
-    assert len(_relative_files(local_run, "results/calibrators/**/*.json")) == 3 * 6
-    for pattern in ("reports/**/*", "results/calibrators/**/*", "results/logits/**/*", "results/splits/**/*"):
+    assert len(_relative_files(local_run, "results/demo/calibrators/**/*.json")) == 3 * 6
+    for pattern in ("reports/demo/**/*", "results/demo/calibrators/**/*", "results/demo/logits/**/*", "results/demo/splits/**/*"):
         assert _relative_files(workdir, pattern) == _relative_files(local_run, pattern), pattern
     different = [name for name in identical if (workdir / name).read_bytes() != (local_run / name).read_bytes()]
     assert not different, f"not byte-identical between the local and the Slurm run: {different}"
 
     # .npz archives (zip time stamps) and figures (creation dates) are compared by their contents.
-    for name in _relative_files(local_run, "results/logits/**/*.npz") + _relative_files(local_run, "results/splits/**/*.npz"):
+    for name in _relative_files(local_run, "results/demo/logits/**/*.npz") + _relative_files(local_run, "results/demo/splits/**/*.npz"):
         with np.load(workdir / name) as ours, np.load(local_run / name) as reference:
             assert sorted(ours.files) == sorted(reference.files), name
             for key in reference.files:
                 assert np.array_equal(ours[key], reference[key]), f"{name}: array {key!r} differs"
-    for name in _relative_files(local_run, "reports/figures/**/*.png"):
+    for name in _relative_files(local_run, "reports/demo/figures/**/*.png"):
         assert np.array_equal(matplotlib.image.imread(workdir / name), matplotlib.image.imread(local_run / name)), name
 
 
@@ -328,7 +328,7 @@ def test_failing_slurm_job_fails_the_run_naming_it(slurm_cluster, tmp_path):
     np.savez(tmp_path / "a.npz", logits=logits, labels=labels)
     config = write_config(tmp_path / "byo.yaml", {"models": {"mydata": {"net_a": {"source": "logits", "path": "a.npz"}}}})
 
-    run = run_snakemake(tmp_path, "results/metrics.csv", "--configfile", str(config))  # targets first: --configfile takes several values
+    run = run_snakemake(tmp_path, "results/byo/metrics.csv", "--configfile", str(config))  # targets first: --configfile takes several values
 
     assert run.returncode != 0, run.tail()
     submissions = run.submissions()
@@ -337,15 +337,15 @@ def test_failing_slurm_job_fails_the_run_naming_it(slurm_cluster, tmp_path):
     say(f"failing job: Slurm job {failed_job} -> Snakemake exit {run.returncode} after {run.seconds:.1f} s")
     assert "Error in rule logits:" in run.output, run.tail()
     assert f"SLURM-job '{failed_job}' failed, SLURM status is: 'FAILED'" in run.output, run.tail()
-    assert "results/logits/mydata/net_a.npz" in run.output
+    assert "results/byo/logits/mydata/net_a.npz" in run.output
     assert "Exiting because a job execution failed" in run.output
     # the job's own message names the file, in the rule's log and (show-failed-logs) in Snakemake's output
     message = "NaN or infinite values in 1 row(s), first at row 7"
-    log = (tmp_path / "results/logs/logits/mydata/net_a.log").read_text()
+    log = (tmp_path / "results/byo/logs/logits/mydata/net_a.log").read_text()
     assert "a.npz" in log and message in log
     assert message in run.output
     assert message in Path(slurm_log).read_text()  # the job's Slurm log, kept because it failed
-    assert not (tmp_path / "results/logits/mydata/net_a.npz").exists()
+    assert not (tmp_path / "results/byo/logits/mydata/net_a.npz").exists()
     assert squeue_states(run.run_id()) == {failed_job: "FAILED"}
     assert jobcomp_records(run.run_id()) == {failed_job: "FAILED"}
 

@@ -25,8 +25,8 @@ def byo_config(tmp_path, models, **extra):
 
 def uncalibrated_reference(workdir, dataset, model, seed=0):
     """Accuracy and 15-bin ECE of the raw softmax on the test half, computed here independently."""
-    archive = load_logits(workdir / f"results/logits/{dataset}/{model}.npz")
-    _, test, _ = load_split(workdir / f"results/splits/{dataset}/seed{seed}.npz")
+    archive = load_logits(workdir / f"results/demo/logits/{dataset}/{model}.npz")
+    _, test, _ = load_split(workdir / f"results/demo/splits/{dataset}/seed{seed}.npz")
     z = archive.logits[test].astype(np.float64)
     p = np.exp(z - z.max(axis=1, keepdims=True))
     p /= p.sum(axis=1, keepdims=True)
@@ -43,19 +43,19 @@ def test_demo_runs_end_to_end_and_reruns_byte_identical(tmp_path):
     assert "Using workflow specific profile" in result.stderr and "profiles/default" in result.stderr
     # the run ends by saying where its outputs are
     summary = result.stderr[result.stderr.index("calibrepro: finished. Outputs:"):]
-    assert "results/metrics.csv" in summary and "reports/reproduction.md" in summary
-    tables = sum(1 for _ in (tmp_path / "reports/tables").iterdir())  # 11 metrics x (md, tex), ranks, size study
-    figures = sum(1 for path in (tmp_path / "reports/figures").rglob("*") if path.is_file())
+    assert "results/demo/metrics.csv" in summary and "reports/demo/reproduction.md" in summary
+    tables = sum(1 for _ in (tmp_path / "reports/demo/tables").iterdir())  # 11 metrics x (md, tex), ranks, size study
+    figures = sum(1 for path in (tmp_path / "reports/demo/figures").rglob("*") if path.is_file())
     assert (tables, figures) == (24, 14)
-    assert f"reports/tables/  ({tables} files)" in summary and f"reports/figures/  ({figures} files)" in summary
+    assert f"reports/demo/tables/  ({tables} files)" in summary and f"reports/demo/figures/  ({figures} files)" in summary
     # every step's log says what it did: the logits step's check of its archive, each fit, each metric
-    log = (tmp_path / "results/logs/logits/digits/mlp_overconfident.log").read_text()
-    assert "results/logits/digits/mlp_overconfident.npz: ok, 899 samples, 10 classes" in log
-    log = (tmp_path / "results/logs/fit_calibrators/digits/mlp_overconfident/seed0.log").read_text()
+    log = (tmp_path / "results/demo/logs/logits/digits/mlp_overconfident.log").read_text()
+    assert "results/demo/logits/digits/mlp_overconfident.npz: ok, 899 samples, 10 classes" in log
+    log = (tmp_path / "results/demo/logs/fit_calibrators/digits/mlp_overconfident/seed0.log").read_text()
     assert all(f"{method}: fitted on 449 samples" in log for method in METHODS), log
-    log = (tmp_path / "results/logs/evaluate/digits/mlp_overconfident/seed0.log").read_text()
+    log = (tmp_path / "results/demo/logs/evaluate/digits/mlp_overconfident/seed0.log").read_text()
     assert all(line.split(":")[0] in METHODS for line in log.splitlines()[:6]), log
-    metrics = pd.read_csv(tmp_path / "results/metrics.csv")
+    metrics = pd.read_csv(tmp_path / "results/demo/metrics.csv")
     models = ["logistic_regression", "mlp_overconfident", "mlp_label_smoothing", "ensemble"]
     assert list(metrics.columns) == ["dataset", "model", "method", "seed", "metric", "value"]
     assert list(metrics["model"].unique()) == models
@@ -74,13 +74,13 @@ def test_demo_runs_end_to_end_and_reruns_byte_identical(tmp_path):
     over = metrics.query("model == 'mlp_overconfident' and metric == 'nll'").set_index("method")["value"]
     assert over["temperature_scaling"] < over["uncalibrated"]
 
-    table = (tmp_path / "reports/tables/accuracy.md").read_text()
+    table = (tmp_path / "reports/demo/tables/accuracy.md").read_text()
     accuracy = metrics.query("model == 'mlp_overconfident' and method == 'uncalibrated' and metric == 'accuracy'")
     assert f"{100 * accuracy['value'].item():.3f}" in table
     for model in models:
         for extension in ("png", "pdf"):
-            assert (tmp_path / f"reports/figures/reliability/digits/{model}.{extension}").stat().st_size > 10_000
-    assert (tmp_path / "reports/figures/figure_demo.png").is_file()
+            assert (tmp_path / f"reports/demo/figures/reliability/digits/{model}.{extension}").stat().st_size > 10_000
+    assert (tmp_path / "reports/demo/figures/figure_demo.png").is_file()
 
     result = run_snakemake(tmp_path, "--report", "report.html")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -89,14 +89,14 @@ def test_demo_runs_end_to_end_and_reruns_byte_identical(tmp_path):
 
     # everything after the logits again (the trained models' logits are deterministic by their own
     # test, tests/test_zoo_demo.py): the same bytes, whichever worker process ran which step
-    outputs = ["results/metrics.csv", "results/intervals.csv", "results/size_study.csv",
-               *sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "reports/tables").iterdir())]
+    outputs = ["results/demo/metrics.csv", "results/demo/intervals.csv", "results/demo/size_study.csv",
+               *sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "reports/demo/tables").iterdir())]
     first = {name: (tmp_path / name).read_bytes() for name in outputs}
     for name in ("splits", "calibrators", "evaluations", "reliability", "bootstrap", "size_study"):
-        shutil.rmtree(tmp_path / "results" / name, ignore_errors=True)
+        shutil.rmtree(tmp_path / "results/demo" / name, ignore_errors=True)
     for name in ("metrics.csv", "intervals.csv", "comparisons.csv", "size_study.csv"):
-        (tmp_path / "results" / name).unlink()
-    shutil.rmtree(tmp_path / "reports")
+        (tmp_path / "results/demo" / name).unlink()
+    shutil.rmtree(tmp_path / "reports/demo")
     result = run_snakemake(tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "logits" not in {line.split()[0] for line in result.stderr.splitlines() if line.startswith("localrule ")}
@@ -117,15 +117,15 @@ def test_own_logits_replace_the_demo_models(tmp_path):
     )
     result = run_snakemake(tmp_path, "--configfile", str(config))
     assert result.returncode == 0, result.stderr[-3000:]
-    metrics = pd.read_csv(tmp_path / "results/metrics.csv")
+    metrics = pd.read_csv(tmp_path / "results/byo/metrics.csv")
     assert set(metrics["dataset"]) == {"mydata"}
     assert list(metrics["model"].unique()) == ["net_a", "net_b"]
     assert sorted(metrics["seed"].unique()) == [0, 1]
     assert len(metrics) == 2 * 6 * 2 * 3
-    assert not (tmp_path / "results/logits/digits").exists()
+    assert not (tmp_path / "results/byo/logits/digits").exists()
     for method in METHODS:
-        assert (tmp_path / f"results/calibrators/mydata/net_b/{method}/seed1.json").is_file()
-    assert sorted(p.name for p in (tmp_path / "reports/tables").iterdir()) == [
+        assert (tmp_path / f"results/byo/calibrators/mydata/net_b/{method}/seed1.json").is_file()
+    assert sorted(p.name for p in (tmp_path / "reports/byo/tables").iterdir()) == [
         "accuracy.md", "accuracy.tex", "ece.md", "ece.tex", "nll.md", "nll.tex",
     ]
 
@@ -133,11 +133,11 @@ def test_own_logits_replace_the_demo_models(tmp_path):
 def test_one_table_builds_only_what_it_needs(tmp_path):
     synthetic_logits(tmp_path / "a.npz")
     config = byo_config(tmp_path, {"net_a": {"source": "logits", "path": "a.npz"}})
-    result = run_snakemake(tmp_path, "reports/tables/ece.md", "--configfile", str(config))
+    result = run_snakemake(tmp_path, "reports/byo/tables/ece.md", "--configfile", str(config))
     assert result.returncode == 0, result.stderr[-3000:]
-    assert (tmp_path / "reports/tables/ece.md").is_file()
-    assert not (tmp_path / "reports/tables/brier.md").exists()
-    assert not (tmp_path / "reports/figures").exists()
+    assert (tmp_path / "reports/byo/tables/ece.md").is_file()
+    assert not (tmp_path / "reports/byo/tables/brier.md").exists()
+    assert not (tmp_path / "reports/byo/figures").exists()
 
 
 @pytest.mark.parametrize(
@@ -158,17 +158,17 @@ def test_bad_own_logits_fail_naming_the_file(tmp_path, breakage, message):
         labels = labels[:-1]
     np.savez(tmp_path / "a.npz", logits=logits, labels=labels)
     config = byo_config(tmp_path, {"net_a": {"source": "logits", "path": "a.npz"}})
-    result = run_snakemake(tmp_path, "results/metrics.csv", "--configfile", str(config))
+    result = run_snakemake(tmp_path, "results/byo/metrics.csv", "--configfile", str(config))
     assert result.returncode != 0
-    log = (tmp_path / "results/logs/logits/mydata/net_a.log").read_text()
+    log = (tmp_path / "results/byo/logs/logits/mydata/net_a.log").read_text()
     assert "a.npz" in log and message in log
-    assert not (tmp_path / "results/logits/mydata/net_a.npz").exists()
+    assert not (tmp_path / "results/byo/logits/mydata/net_a.npz").exists()
     # the step's own error closes the run (only Snakemake's log path and exit lines follow), and the
     # job's request is not spilled onto the screen as JSON
     output = result.stdout + result.stderr
     closing = output[output.rindex("calibrepro: the run failed."):].splitlines()
     assert closing[1].startswith("  logits (dataset=mydata, model=net_a): ") and message in closing[1], closing
-    assert "results/logs/logits/mydata/net_a.log" in closing[1]
+    assert "results/byo/logs/logits/mydata/net_a.log" in closing[1]
     assert len(closing) <= 6, closing
     assert '"spec":' not in output and '"config":' not in output
 
@@ -179,7 +179,7 @@ def test_models_of_one_data_set_must_share_labels(tmp_path):
     config = byo_config(
         tmp_path, {"net_a": {"source": "logits", "path": "a.npz"}, "net_b": {"source": "logits", "path": "b.npz"}}
     )
-    result = run_snakemake(tmp_path, "results/metrics.csv", "--configfile", str(config))
+    result = run_snakemake(tmp_path, "results/byo/metrics.csv", "--configfile", str(config))
     assert result.returncode != 0
     assert "models of data set 'mydata': net_a (a.npz) and net_b (b.npz) have different labels" in result.stderr
     assert not (tmp_path / "results").exists()  # caught before any job
@@ -191,3 +191,38 @@ def test_unknown_config_key_fails_before_any_job(tmp_path):
     assert result.returncode != 0
     assert "unknown key(s) 'bnis'" in result.stdout + result.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_a_configuration_reports_only_its_own_outputs(tmp_path):
+    synthetic_logits(tmp_path / "a.npz")
+    models = {"net_a": {"source": "logits", "path": "a.npz"}}
+    config = byo_config(tmp_path, models, metrics=["accuracy", "ece"])
+    assert run_snakemake(tmp_path, "--configfile", str(config)).returncode == 0
+    # the same configuration without a metric: its tables go, and the summary counts what is left
+    config = byo_config(tmp_path, models, metrics=["ece"])
+    result = run_snakemake(tmp_path, "--configfile", str(config))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "calibrepro: removed 2 output(s) of an earlier run" in result.stderr
+    assert sorted(p.name for p in (tmp_path / "reports/byo/tables").iterdir()) == ["ece.md", "ece.tex"]
+    assert "reports/byo/tables/  (2 files)" in result.stderr
+    # another configuration in the same folder: folders of its own, the first one's left alone
+    other = write_config(tmp_path / "other.yaml", {"models": {"theirs": models}, "metrics": ["nll"]})
+    result = run_snakemake(tmp_path, "--configfile", str(other))
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = result.stderr[result.stderr.index("calibrepro: finished. Outputs:"):]
+    assert "reports/other/tables/  (2 files)" in summary and "byo" not in summary
+    assert sorted(p.name for p in (tmp_path / "reports/byo/tables").iterdir()) == ["ece.md", "ece.tex"]
+    assert set(pd.read_csv(tmp_path / "results/other/metrics.csv")["dataset"]) == {"theirs"}
+
+
+def test_a_missing_path_stops_the_run_naming_its_key_even_after_a_cached_run(tmp_path):
+    synthetic_logits(tmp_path / "a.npz")
+    config = byo_config(tmp_path, {"net_a": {"source": "logits", "path": "a.npz"}}, metrics=["ece"])
+    assert run_snakemake(tmp_path, "results/byo/metrics.csv", "--configfile", str(config)).returncode == 0
+    config = byo_config(tmp_path, {"net_a": {"source": "logits", "path": "a-typo.npz"}}, metrics=["ece"])
+    for args in (["results/byo/metrics.csv"], ["-n"]):
+        result = run_snakemake(tmp_path, *args, "--configfile", str(config))
+        output = result.stdout + result.stderr
+        assert result.returncode != 0
+        assert "models.mydata.net_a.path: a-typo.npz does not exist" in output
+        assert "Nothing to be done" not in output and "Traceback" not in output

@@ -72,9 +72,9 @@ def test_snakemake_dry_run_plans_all_32_models_and_all_tables(tmp_path):
     out = result.stdout + result.stderr
     for dataset, (_, models) in THESIS.items():
         for model in models:
-            assert f"results/logits/{dataset}/{model}.npz" in out
+            assert f"results/thesis/logits/{dataset}/{model}.npz" in out
     for metric in ["accuracy", "brier", "ece", "mce", "nll"]:
-        assert f"reports/tables/{metric}.tex" in out
+        assert f"reports/thesis/tables/{metric}.tex" in out
     assert not (workdir / "results").exists()
 
 

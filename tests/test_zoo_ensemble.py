@@ -128,15 +128,15 @@ def test_ensemble_through_snakemake(tmp_path):
     }
     result = run_snakemake(tmp_path, "--configfile", str(write_config(tmp_path / "c.yaml", config)))
     assert result.returncode == 0, result.stderr[-3000:]
-    ensemble = load_logits(tmp_path / "results/logits/mydata/ab.npz")
+    ensemble = load_logits(tmp_path / "results/c/logits/mydata/ab.npz")
     members_probs = [softmax(load_logits(tmp_path / f"{m}.npz").logits.astype(np.float64), axis=1) for m in "ab"]
     np.testing.assert_allclose(
         softmax(ensemble.logits.astype(np.float64), axis=1), np.mean(members_probs, axis=0), atol=1e-6
     )
     assert ensemble.metadata["members"] == ["a", "b"]
-    fitted = (tmp_path / "results/calibrators/mydata/ab/matrix_scaling_odir/seed0.json").read_text()
+    fitted = (tmp_path / "results/c/calibrators/mydata/ab/matrix_scaling_odir/seed0.json").read_text()
     assert '"lambda": 0.1' in fitted
-    assert "MS-ODIR" in (tmp_path / "reports/tables/nll.md").read_text()
+    assert "MS-ODIR" in (tmp_path / "reports/c/tables/nll.md").read_text()
 
 
 def test_bad_ensemble_member_fails_before_any_job(tmp_path):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
+from typing import Sequence
 
 import jsonschema
 import yaml
@@ -151,6 +153,28 @@ def _check_uncertainty(config: dict) -> None:
 def model_keys(config: dict) -> list[tuple[str, str]]:
     """All (dataset, model) pairs in config order."""
     return [(dataset, model) for dataset, entries in config["models"].items() for model in entries]
+
+
+#: folder names a configuration cannot take: ``results/downloads`` is shared by all configurations
+RESERVED_NAMES = ("downloads",)
+
+
+def run_name(config: dict, configfiles: Sequence[str | Path]) -> str:
+    """The configuration's name, which names its output folders (``calibrepro.layout.Layout.named``).
+
+    The config's ``name`` if set, else the stem of the (last) config file given with ``--configfile``.
+    """
+    if config.get("name"):
+        return config["name"]
+    if not configfiles:
+        raise ConfigError("name: not set; give the configuration a name (it names its output folders)")
+    stem = Path(configfiles[-1]).stem
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", stem) or stem in RESERVED_NAMES:
+        raise ConfigError(
+            f"name: the config file {configfiles[-1]} does not give a usable folder name; set `name:` in it "
+            "(letters, digits, _, - and ., not 'downloads')"
+        )
+    return stem
 
 
 def source_settings(config: dict, results: str) -> dict:

@@ -10,7 +10,9 @@ what the run keeps.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from typing import Iterable
 
 
 @dataclass(frozen=True)
@@ -20,6 +22,10 @@ class Layout:
     results: str = "results"
     reports: str = "reports"
 
+    @classmethod
+    def named(cls, name: str) -> "Layout":
+        """The folders of the configuration called ``name``: ``results/<name>/`` and ``reports/<name>/``."""
+        return cls(f"results/{name}", f"reports/{name}")
 
     # --- results: cached logits, splits, fitted calibrators, metrics -----------------------------
 
@@ -115,3 +121,17 @@ class Layout:
         """The comparison with the published values (``calibrepro.report.reproduction``)."""
         return f"{self.reports}/reproduction.md"
 
+    # --- what an earlier run of the same configuration left behind -----------------------------
+
+    def stale(self, targets: Iterable[str]) -> list[str]:
+        """Outputs on disk that this run does not produce: every file under ``reports`` and the top-level
+        files of ``results`` (the gathered tables) that are not among ``targets``.
+
+        Cached intermediate files (logits, splits, fitted calibrators) stay: they are not reported and
+        cost time to make again.
+        """
+        keep = {os.path.normpath(path) for path in targets}
+        found = [os.path.join(root, name) for root, _, names in os.walk(self.reports) for name in names]
+        if os.path.isdir(self.results):
+            found += [entry.path for entry in os.scandir(self.results) if entry.is_file()]
+        return sorted(path for path in found if os.path.normpath(path) not in keep)

@@ -430,6 +430,22 @@ def size_study_report_step(study_csv, md_output, *, metric: str, figures: Mappin
         logger.info("size study of %s -> %s and %d figure(s)", metric, md_output, len(figures))
 
 
+def remove_stale_outputs(layout, targets: Sequence[str]) -> str:
+    """Delete what an earlier run of this configuration reported and this one does not produce.
+
+    ``layout.stale(targets)`` lists them (reports, gathered tables); say in one line what went.
+    """
+    stale = layout.stale(targets)
+    for path in stale:
+        os.remove(path)
+    for folder, _, _ in os.walk(layout.reports, topdown=False):  # and the folders left empty
+        if not os.listdir(folder):
+            os.rmdir(folder)
+    if not stale:
+        return ""
+    return f"calibrepro: removed {len(stale)} output(s) of an earlier run that this configuration does not produce: " + ", ".join(stale)
+
+
 def outputs_summary(groups: Mapping[str, Sequence[str]]) -> str:
     """Lines telling where a finished run's outputs are: per group, its folder and the files present."""
     lines = []

@@ -21,10 +21,12 @@ A step's result and its exceptions come back to the job's thread as if the step 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -56,7 +58,25 @@ def configure(processes: int, preload: tuple[str, ...] = ()) -> None:
         # if the run ends first, the server exits by itself once it has imported everything).
         # The workers themselves start with the first step.
         multiprocessing.get_context("forkserver").set_forkserver_preload(["__main__", "calibrepro.pipeline", *preload])
-        forkserver.ensure_running()
+        with _ctrl_c_ignored():  # inherited by the fork server and its workers: Ctrl-C is the Snakemake process's
+            forkserver.ensure_running()
+
+
+@contextlib.contextmanager
+def _ctrl_c_ignored():
+    """Ignore SIGINT in the processes started in the block (the main thread's handler is restored after).
+
+    On Ctrl-C the Snakemake process ends the run (calibrepro.snakemake_hooks.on_ctrl_c) and stops the
+    workers itself; workers that took the SIGINT too would each print a traceback.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def end_of_run() -> None:

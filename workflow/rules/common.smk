@@ -8,11 +8,13 @@ from snakemake.settings.types import DeploymentMethod
 from snakemake.utils import min_version
 
 from calibrepro import pipeline, workers
+from calibrepro import snakemake_hooks as hooks
 
 from calibrepro.config import (
     ConfigError,
     load_schema,
     model_keys,
+    run_name,
     source_settings,
     validate_config,
 )
@@ -22,7 +24,7 @@ from calibrepro.io import LogitsFileError, check_agreement
 from calibrepro.zoo import LogitsRequest, get_source
 from calibrepro.zoo.ensemble import check_ensembles
 
-min_version("9.0")
+min_version("9.27")  # the range pyproject.toml declares; the internals read are in calibrepro.snakemake_hooks
 
 
 # The embedded default runs when no --configfile is given. A --configfile replaces it
@@ -35,6 +37,7 @@ if not workflow.overwrite_configfiles:
 try:
     _validated = validate_config(config, load_schema(workflow.source_path("../schemas/config.schema.yaml")))
     check_ensembles(_validated["models"])
+    _name = run_name(_validated, workflow.overwrite_configfiles)
 except ConfigError as error:
     raise WorkflowError(str(error)) from None
 config.clear()
@@ -55,8 +58,8 @@ DOWNLOADS_DIR = config["downloads"]["dir"]
 UNCERTAINTY = config["uncertainty"]
 SIZE_STUDY = config["size_study"]
 DATASETS = list(config["models"])
-#: where this run's files go (calibrepro.layout): every path below comes from it
-LAYOUT = Layout()
+#: where this run's files go (calibrepro.layout): results/<name>/, reports/<name>/; every path below comes from it
+LAYOUT = Layout.named(_name)
 SETTINGS = source_settings(config, LAYOUT.results)
 #: level of the Wilson error bars on the reliability diagrams (None: the thesis's style, no bars)
 RELIABILITY_LEVEL = UNCERTAINTY["level"] if config["report"]["reliability_intervals"] else None
@@ -96,6 +99,20 @@ def _collect_downloads():
 
 
 DOWNLOADS = _collect_downloads()
+
+
+def check_user_files():
+    """Stop before any job when a model's own logits file is missing, whether or not a run cached it."""
+    for dataset, model in MODELS:
+        spec = config["models"][dataset][model]
+        if spec["source"] == "logits":
+            try:
+                get_source("logits").check(dataset, model, spec, SETTINGS)
+            except LogitsFileError as error:
+                raise WorkflowError(str(error)) from None
+
+
+check_user_files()
 
 
 def size_priority(wildcards):
@@ -215,7 +232,9 @@ def target_paths():
 def check_sources():
     """Fail before any job starts when a model whose logits this run must produce cannot be produced."""
     pending = {
-        (job.wildcards.dataset, job.wildcards.model) for job in workflow.dag.needrun_jobs() if job.rule.name == "logits"
+        (job.wildcards.dataset, job.wildcards.model)
+        for job in hooks.pending_jobs(workflow)
+        if job.rule.name == "logits"
     }
     for dataset, model in MODELS:
         if (dataset, model) in pending:
@@ -251,22 +270,12 @@ def start_workers():
     worker processes as there are cores, whose fork server imports what those steps need once
     (calibrepro.workers). Slurm jobs and runs without the profile run each step in a process anyway.
     """
-    if not workflow.use_threads or not workflow.local_exec or workflow.remote_exec or workflow.subprocess_exec:
+    if not hooks.local_jobs_are_threads(workflow):
         return
-    compute = [job.rule.name for job in workflow.dag.needrun_jobs() if job.rule.name in WORKER_IMPORTS]
+    compute = [job.rule.name for job in hooks.pending_jobs(workflow) if job.rule.name in WORKER_IMPORTS]
     if len(compute) > 1:
         preload = sorted({module for rule in compute for module in WORKER_IMPORTS[rule]})
-        workers.configure(workflow.global_resources["_cores"].value or 1, preload)
-
-
-def failed_steps():
-    """(rule, wildcards, logs) of each job that failed in this run, for the error summary."""
-    failed = []
-    for job in workflow.scheduler.failed:
-        for member in getattr(job, "jobs", [job]):  # the members of a failed group job
-            wildcards = ", ".join(f"{key}={value}" for key, value in member.wildcards.items())
-            failed.append((member.rule.name, f"({wildcards})", [str(path) for path in member.log]))
-    return failed
+        workers.configure(hooks.cores(workflow), preload)
 
 
 def output_groups():
@@ -274,8 +283,13 @@ def output_groups():
     return {**targets(), "logs": [LAYOUT.logs]}
 
 
+# The hooks below read Snakemake internals through calibrepro.snakemake_hooks only.
 onstart:
+    hooks.on_ctrl_c(workflow)
     check_sources()
+    removed = pipeline.remove_stale_outputs(LAYOUT, target_paths())
+    if removed:
+        print(removed, file=sys.stderr)
     start_workers()
 
 
@@ -286,4 +300,4 @@ onsuccess:
 
 onerror:
     workers.end_of_run()
-    print(pipeline.failure_summary(failed_steps()), file=sys.stderr)
+    print(pipeline.failure_summary(hooks.failed_steps(workflow)), file=sys.stderr)
