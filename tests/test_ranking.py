@@ -88,6 +88,17 @@ def test_rank_report_table_and_byte_stable_diagram(tmp_path):
     row = [line for line in md.splitlines() if line.startswith("| cifar10")][0]
     assert row.split(" | ")[1:] == ["4", "3.00", "2.00", "1.00", "8.00", f"{math.exp(-4):.3f}",
                                     f"{critical_difference(3, 4, 0.05):.2f} |"]
+    # 4 models and 3 methods: the caveat, with its rule and source
+    assert "*cifar10: 4 model(s) and 3 methods are too few for this test to mean much" in md
+    assert "more than 10 models and more than 5 methods (Demšar 2006, sec. 3.2.2)" in md
+
+
+def test_enough_models_and_methods_carry_no_caveat():
+    rng = np.random.default_rng(1)
+    methods = ["a", "b", "c", "d", "e", "f"]
+    assert not rank_test(rng.uniform(size=(11, 6)), methods, higher_is_better=False).too_few
+    assert rank_test(rng.uniform(size=(10, 6)), methods, higher_is_better=False).too_few
+    assert rank_test(rng.uniform(size=(11, 5)), methods[:5], higher_is_better=False).too_few
 
 
 def test_cd_diagram_does_not_import_pyplot(tmp_path):

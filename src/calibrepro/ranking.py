@@ -28,6 +28,16 @@ class RankTest:
     critical_difference: float
     alpha: float
 
+    @property
+    def too_few(self) -> bool:
+        """Whether the test rests on too few models or methods to mean much.
+
+        Demšar (2006, sec. 3.2.2): the Friedman statistic follows its chi-square approximation, and so
+        the p-value and the Nemenyi CD are trustworthy, "as a rule of a thumb" only for more than 10
+        data sets (here: models) and more than 5 methods.
+        """
+        return self.n_models <= 10 or len(self.methods) <= 5
+
     def cliques(self) -> list[tuple[int, int]]:
         """Maximal runs ``(first, last)`` of methods (sorted by mean rank) closer than the CD."""
         order = sorted(range(len(self.methods)), key=lambda j: self.mean_ranks[j])

@@ -183,6 +183,11 @@ def dataset_figures(kind):
     return {dataset: tuple(LAYOUT.dataset_figure(kind, dataset, ext) for ext in ("png", "pdf")) for dataset in DATASETS}
 
 
+def in_report(paths, caption):
+    """``paths`` with their PNGs marked for Snakemake's HTML report (--report), under "Uncertainty"."""
+    return [report(path, caption=caption, category="Uncertainty") if path.endswith(".png") else path for path in paths]
+
+
 def dataset_figure_paths(kind):
     return [path for pair in dataset_figures(kind).values() for path in pair]
 

@@ -54,7 +54,7 @@ rule intervals:
     input:
         lambda wildcards: bootstrap_paths("intervals"),
     output:
-        LAYOUT.intervals,
+        report(LAYOUT.intervals, caption="../report/intervals.rst", category="Uncertainty"),
     log:
         LAYOUT.log("intervals"),
     threads: 1
@@ -69,7 +69,7 @@ rule comparisons:
     input:
         lambda wildcards: bootstrap_paths("comparisons"),
     output:
-        LAYOUT.comparisons,
+        report(LAYOUT.comparisons, caption="../report/comparisons.rst", category="Uncertainty"),
     log:
         LAYOUT.log("comparisons"),
     threads: 1
@@ -89,7 +89,7 @@ rule ranks:
             caption="../report/ranks.rst",
             category="Uncertainty",
         ),
-        figures=dataset_figure_paths("cd"),
+        figures=in_report(dataset_figure_paths("cd"), "../report/cd.rst"),
     log:
         LAYOUT.log("ranks"),
     threads: 1
@@ -154,7 +154,7 @@ rule size_study_report:
             caption="../report/size_study.rst",
             category="Uncertainty",
         ),
-        figures=dataset_figure_paths("size_study"),
+        figures=in_report(dataset_figure_paths("size_study"), "../report/size_study_figure.rst"),
     log:
         LAYOUT.log("size_study_report"),
     threads: 1

@@ -23,8 +23,8 @@ from calibrepro.report.metrics_file import Metrics, read_metrics, summarise
 from calibrepro.report.tables import md_escape
 
 _TEXT = {
-    "ru": {"friedman": "Фридман", "models": "моделей", "cd": "CD"},
-    "en": {"friedman": "Friedman", "models": "models", "cd": "CD"},
+    "ru": {"friedman": "Фридман", "models": "моделей", "cd": "CD", "few": "мало моделей, ориентировочно"},
+    "en": {"friedman": "Friedman", "models": "models", "cd": "CD", "few": "few models, indicative only"},
 }
 
 
@@ -105,6 +105,14 @@ def render_ranks_markdown(tests: dict[str, RankTest], metric: str, language: str
         row += [format_number(test.statistic, 2) or "—", _p(test.p_value), format_number(test.critical_difference, 2)]
         lines += ["| " + " | ".join(header) + " |", "|" + "|".join([":--", "--:"] + ["--:"] * (len(header) - 2)) + "|",
                   "| " + " | ".join(row) + " |", ""]
+        if test.too_few:
+            lines += [
+                f"*{md_escape(dataset)}: {test.n_models} model(s) and {len(test.methods)} methods are too few for "
+                "this test to mean much: its χ² approximation, and so p and CD, hold as a rule of thumb only for "
+                "more than 10 models and more than 5 methods (Demšar 2006, sec. 3.2.2). Read the ranks as a "
+                "summary, not as evidence of a difference.*",
+                "",
+            ]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
@@ -128,6 +136,8 @@ def write_rank_report(
         t = _TEXT[language]
         stat = (f"{t['friedman']} χ² = {test.statistic:.2f}, p = {_p(test.p_value)}"
                 if not math.isnan(test.statistic) else f"{test.n_models} {t['models']}")
+        if test.too_few:
+            stat += f" (N = {test.n_models}: {t['few']})"
         figure = build_cd_figure(test, title=f"{dataset_name(dataset)}, {short_name(metric)}: {stat}",
                                  language=language)
         with atomic_path(png) as tmp:
