@@ -100,3 +100,17 @@ def test_conda_env_resolves(tmp_path):
         capture_output=True, text=True, timeout=1200,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_docstrings_cite_documents_of_this_checkout():
+    """Cited decisions live in docs/ of the project (a user's checkout has no design notes of the developers)."""
+    cited = set()
+    for path in (ROOT / "src").rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        assert "design.md" not in text, f"{path} cites design.md; cite docs/decisions.md"
+        for name, section in re.findall(r'docs/(\w[\w-]*\.md), "([^"]+)"', text):
+            cited.add((name, section))
+    assert ("decisions.md", "Scaling fits") in cited
+    for name, section in cited:
+        headings = re.findall(r"^## (.+)$", (ROOT / "docs" / name).read_text(encoding="utf-8"), flags=re.M)
+        assert section in headings, f"docs/{name} has no section {section!r}"

@@ -4,7 +4,7 @@ Every metric takes ``probs`` (N, K) -- rows are probability vectors -- and integ
 (N,), and returns a Python float; ECE/MCE-type metrics are *fractions* (the report multiplies
 by 100 to print percent).  Nothing here loops over samples in Python.
 
-Conventions (design.md section 4; they are what reproduce the thesis's printed cells):
+Conventions (docs/decisions.md, "Metrics"; they are what reproduce the thesis's printed cells):
 
 * **Predicted class** ``argmax_k p_ik`` with ties going to the lowest class index (``np.argmax``);
   the **top-label confidence** is ``max_k p_ik``.

@@ -51,7 +51,7 @@ def make_split(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Stratified split of ``range(N)`` into (calibration, test) index arrays.
 
-    Exactly the thesis's split (design.md §1):
+    Exactly the thesis's split (docs/decisions.md, "The split"):
     ``train_test_split(np.arange(N), test_size=1 - calibration_fraction, random_state=seed, stratify=labels)``,
     the first half fitting the calibrators. ``1 - calibration_fraction`` is rounded to 12
     decimals so that e.g. 0.7 gives a test size of exactly 0.3 (identical to the plain

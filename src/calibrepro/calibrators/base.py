@@ -7,7 +7,7 @@ returns ``self`` and the fitted state lives in attributes ending in ``_``.  On t
 :meth:`Calibrator.to_json` / :meth:`Calibrator.from_json` serialise the fitted state so that a
 JSON round trip reproduces ``predict_proba`` bit for bit.
 
-Conventions (design.md section 4):
+Conventions (docs/decisions.md, "Calibrators"):
 
 * **Softmax.**  :func:`softmax` is the only softmax in the package.  ``uncalibrated``,
   histogram binning and isotonic regression start from ``torch.softmax`` of the float32 logits,

@@ -233,7 +233,7 @@ class _ScalingCalibrator(Calibrator):
 
 
 #: ``torch.optim.LBFGS``'s own defaults (torch 2.x) with the strong-Wolfe line search: the
-#: settings of the measured reference fits (design.md section 4).  ``max_eval`` is torch's
+#: settings of the measured reference fits (docs/decisions.md, "Scaling fits").  ``max_eval`` is torch's
 #: default ``max_iter * 5 // 4``.
 TORCH_LBFGS_DEFAULTS = {
     "lr": 1.0,
@@ -251,7 +251,7 @@ class TemperatureScaling(_ScalingCalibrator):
 
     The inverse temperature ``a`` minimises the mean NLL of the calibration half (thesis eq. 9).
     Fit, exactly as the measured reference that reproduced all 30 published CIFAR-100 ECE/MCE
-    cells of this column (issue 10, design.md section 4): ``a`` starts at 1, float64,
+    cells of this column (docs/decisions.md, "Scaling fits"): ``a`` starts at 1, float64,
     ``torch.optim.LBFGS(line_search_fn="strong_wolfe")`` with torch's default settings
     (:data:`TORCH_LBFGS_DEFAULTS`: lr 1, max_iter 20, max_eval 25, tolerance_grad 1e-7,
     tolerance_change 1e-9, history 100), **one** ``step`` call.  The stopping point matters:
@@ -354,24 +354,11 @@ class VectorScaling(_ScalingCalibrator):
         so this stops where that test first fires, unless a call runs out of its 20
         iterations first, in which case the next call goes on.  ``diagnostics_["steps"]``
         counts the calls.
-    ``"rescaled"`` (the earlier default, kept: it lands 5-100x closer to the minimiser)
+    ``"rescaled"`` (it lands 5-100x closer to the minimiser)
         the two preconditioned stages described below.
 
-    Measured (``benchmarks/bench_calibrators.py --vs-variants`` and the real CIFAR-10 logits of
-    19 chenyaofo models, thesis split): the two reach the **same optimum and differ in the
-    stopping point only**.  ``plain`` stops 5e-6 to 8e-5 from the exact minimiser in ``w``
-    (NLL 5e-12 to 6e-10 above the minimum; up to 1e-3 and 3e-9 on the ill-conditioned K = 1000
-    logits below; test probabilities up to 2e-4 and 8e-4 apart at K = 1000), ``rescaled``
-    within 2e-6 (NLL < 1e-12 above).  At the printed precision this moved 1 of 95
-    CIFAR-10 cells (an MCE, 23.81 vs 23.80 %) and one MCE of three synthetic K = 100 draws; it
-    is the published CIFAR-100 cells that decide for ``plain``.  The predict-time dtype plays
-    no part: float32 predictions from the same ``w`` change no printed CIFAR-10 cell.  On the
-    real CIFAR-10 and the synthetic K = 100/1000 logits the first call converged within its 20
-    iterations and the second did not move, so one call with a larger max_iter would stop at
-    the same point; on ill-conditioned K = 1000 logits (classes scaled by factors in [1/3, 3])
-    the loop took 5 calls, 77 iterations.  Speed at K = 1000, 25,000 samples: plain needs 22
-    and 83 evaluations where rescaled needs 16 and 57 (fit time ratio 0.9-1.3 and 1.3-2.1 on
-    the shared 2-core machine; ``benchmarks/README.md``).
+    Why ``plain`` is the default and what separates the two (the same optimum, different
+    stopping points; measurements): docs/decisions.md, "Vector scaling's optimiser".
 
     Rescaled stages: ``torch.optim.LBFGS`` in float64 (strong Wolfe, ``lr=1``, history 100)
 
