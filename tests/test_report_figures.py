@@ -128,6 +128,21 @@ def test_wilson_error_bars_on_the_accuracy_bars():
     assert [t.get_text() for t in figure.legends[0].get_texts()] == ["Mean confidence", "Accuracy", "Bin weight"]
 
 
+def test_counts_print_every_bins_samples_above_its_bars():
+    data = reliability(METHOD_ORDER[:1])
+    source = data["methods"]["uncalibrated"]
+    ax = visible_axes(build_reliability_figure(data, language="en", counts=True))[0]
+    labels = [(t.get_position(), t.get_text()) for t in ax.texts if not t.get_text().startswith("ECE")]
+    filled = [m for m in range(BINS) if source["count"][m]]
+    assert [text for _, text in labels] == [str(source["count"][m]) for m in filled]
+    for ((x, y), _), m in zip(labels, filled):
+        assert x == pytest.approx((m + 0.5) / BINS)
+        assert y == pytest.approx(0.015)
+    # the thesis's style prints no counts
+    thesis = visible_axes(build_reliability_figure(data, language="en"))[0]
+    assert [t.get_text() for t in thesis.texts] == [f"ECE = {bin_ece(source) * 100:.2f}%"]
+
+
 def test_bin_ece_is_the_weighted_gap():
     data = {"count": [0, 10, 30], "confidence": [None, 0.5, 0.9], "accuracy": [None, 0.4, 0.8]}
     assert bin_ece(data) == pytest.approx((10 * 0.1 + 30 * 0.1) / 40)

@@ -260,15 +260,19 @@ def table_step(
 
 
 @offload
-def figure_step(reliability_json, png_output, pdf_output, *, language: str, intervals=None, log=None) -> None:
+def figure_step(reliability_json, png_output, pdf_output, *, language: str, intervals=None, counts=False,
+                log=None) -> None:
     """Draw one model's reliability diagram (one panel per method) as PNG and PDF.
 
-    ``intervals``: the level of Wilson error bars on the per-bin accuracy, or None (the thesis's style).
+    ``intervals``: the level of Wilson error bars on the per-bin accuracy, or None (the thesis's style);
+    ``counts``: print every bin's sample count.
     """
     from calibrepro.report.figures import write_reliability_figure  # matplotlib: only where drawn
 
     with step_log(log) as logger:
-        write_reliability_figure(reliability_json, png_output, pdf_output, language=language, intervals=intervals)
+        write_reliability_figure(
+            reliability_json, png_output, pdf_output, language=language, intervals=intervals, counts=counts
+        )
         logger.info("reliability diagram of %s -> %s, %s", reliability_json, png_output, pdf_output)
 
 

@@ -52,6 +52,7 @@ rule reliability_figure:
     params:
         language=config["report"]["language"],
         intervals=RELIABILITY_LEVEL,
+        counts=config["report"]["reliability_counts"],
     run:
         pipeline.figure_step(input[0], output.png, output.pdf, log=log[0], **params)
 
@@ -73,6 +74,7 @@ rule named_figure:
     params:
         language=config["report"]["language"],
         intervals=RELIABILITY_LEVEL,
+        counts=config["report"]["reliability_counts"],
     run:
         pipeline.figure_step(input[0], output.png, output.pdf, log=log[0], **params)
 

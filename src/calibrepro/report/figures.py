@@ -100,12 +100,14 @@ def build_reliability_figure(
     language: str = "ru",
     title: str | None = None,
     intervals: float | None = None,
+    counts: bool = False,
 ) -> Figure:
     """A matplotlib ``Figure`` (with an Agg canvas) of the reliability diagrams in ``data``.
 
     ``intervals``: a confidence level (e.g. 0.95) draws the Wilson interval of every bin's
     accuracy as an error bar on the blue bar (:func:`calibrepro.reliability.wilson_interval`);
-    None (the thesis's style) draws none.
+    None (the thesis's style) draws none. ``counts``: print above every bin the number of test
+    samples its bars rest on (a bar of 1.0 over 3 samples says little; False: the thesis's style).
     """
     language = check_language(language)
     data = check_reliability(data)
@@ -140,6 +142,12 @@ def build_reliability_figure(
             xs = [c + offset for c, v, n in zip(centres, series[key], record["count"]) if n and v is not None]
             hs = [v for v, n in zip(series[key], record["count"]) if n and v is not None]
             ax.add_collection(_bar_collection(xs, hs, bar * 0.92, COLORS[key]), autolim=False)
+        if counts:
+            for c, n in zip(centres, record["count"]):
+                if n:  # at the foot of the bin, on a white ground over its bars
+                    ax.text(c, 0.015, str(n), ha="center", va="bottom", fontsize=4.5, rotation=90, zorder=5,
+                            bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none",
+                                  "alpha": 0.8})
         if intervals is not None:
             bounds = accuracy_intervals(record, intervals)
             segments = [[(c, low), (c, high)] for c, (low, high), n in zip(centres, bounds, record["count"]) if n]
@@ -191,15 +199,17 @@ def write_reliability_figure(
     title: str | None = None,
     dpi: int = 200,
     intervals: float | None = None,
+    counts: bool = False,
 ) -> None:
     """Draw ``reliability_json`` (one dataset/model/seed, every method) to ``png_path`` and ``pdf_path``.
 
     ``title`` defaults to the thesis's style, e.g. "CIFAR-10, googlenet"; ``language`` sets the
     panel titles, axis labels and legend ("ru" or "en"); ``intervals`` a level for Wilson error bars
-    on the accuracy (None: the thesis's style). Both files are written atomically.
+    on the accuracy (None: the thesis's style); ``counts`` the samples of every bin. Both files are
+    written atomically.
     """
     figure = build_reliability_figure(
-        read_reliability(reliability_json), language=language, title=title, intervals=intervals
+        read_reliability(reliability_json), language=language, title=title, intervals=intervals, counts=counts
     )
     with atomic_path(png_path) as tmp:
         figure.savefig(tmp, format="png", dpi=dpi, metadata=PNG_METADATA)
