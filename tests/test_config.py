@@ -31,7 +31,7 @@ def test_defaults_are_filled_in():
     assert config["bins"] == 15
     assert config["calibrators"][0] == "uncalibrated" and len(config["calibrators"]) == 6
     assert config["report"] == {"language": "en", "published": None, "figures": {}, "mark_ties": False,
-                                "cells": "mean_sd", "reliability_intervals": False}
+                                "cells": "mean_sd", "reliability_counts": True, "reliability_intervals": False}
     assert config["inference"]["device"] == "auto"
     assert config["datasets"]["digits"] == {"evaluation_fraction": 0.5, "seed": 0}
 
