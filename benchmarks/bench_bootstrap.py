@@ -4,7 +4,7 @@ Intervals: synthetic test halves of the thesis's 32 models (13 x K=10 and 15 x K
 test samples, 4 x K=1000 with 25,000), six methods each (six temperatures of the same logits, so
 the probability matrices differ as calibrators' do), every metric of ``calibrepro.metrics.METRICS``
 (``--metrics`` to restrict), resampled with shared counts per model as ``bootstrap_step`` does:
-counts, replicates, percentile intervals and paired differences. Models run in ``--jobs``
+counts, replicates, the intervals of ``uncertainty.interval: auto`` and paired differences. Models run in ``--jobs``
 worker processes (default 1: serial; 2 = what Snakemake does with ``--cores 2``; the replicates use one
 BLAS thread either way, see ``bootstrap_replicates``); the wall and CPU time per shape and the total wall time
 are printed (CPU time, user + system, is what a busy shared machine does not inflate).
@@ -30,7 +30,8 @@ from scipy.special import softmax
 from calibrepro import metrics as M
 from calibrepro.layout import Layout
 from calibrepro.bootstrap import (
-    bootstrap_replicates, bootstrap_seed, paired_differences, percentile_interval, resample_counts,
+    bootstrap_replicates, bootstrap_seed, interval, interval_method, jackknife_values, paired_differences,
+    resample_counts,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,14 +53,24 @@ def one_model(k: int, n: int, seed: int, names: list[str], resamples: int) -> No
     logits, labels = test_half(k, n, seed)
     counts = resample_counts(n, resamples, bootstrap_seed(0, "bench", seed, 0))
     methods = [f"m{j}" for j in range(len(SCALES))]
-    replicates = bootstrap_replicates(
-        ((m, softmax(logits * s, axis=1)) for m, s in zip(methods, SCALES)), labels, names, counts
-    )
+    chosen = {name: interval_method(name, "auto") for name in names}  # the default, uncertainty.interval: auto
+    jackknifed = [name for name in names if chosen[name] == "bca"]
+    jackknife = {}
+
+    def probabilities():
+        for m, s in zip(methods, SCALES):
+            probs = softmax(logits * s, axis=1)
+            if jackknifed:
+                jackknife[m] = jackknife_values(probs, labels, jackknifed)
+            yield m, probs
+
+    replicates = bootstrap_replicates(probabilities(), labels, names, counts)
     for name in names:
         estimates = {m: float(np.mean(replicates[m][name])) for m in methods}  # stand-in: not timed separately
+        jack = {m: jackknife[m][name] for m in methods} if chosen[name] == "bca" else None
         for m in methods:
-            percentile_interval(replicates[m][name], 0.95)
-        paired_differences({m: replicates[m][name] for m in methods}, estimates, methods[0], 0.95)
+            interval(replicates[m][name], estimates[m], 0.95, chosen[name], None if jack is None else jack[m])
+        paired_differences({m: replicates[m][name] for m in methods}, estimates, methods[0], 0.95, chosen[name], jack)
 
 
 def _timed_model(job):

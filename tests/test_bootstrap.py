@@ -188,7 +188,8 @@ def test_bootstrap_step_estimates_equal_the_metrics_file(tmp_path):
     assert len(intervals) == len(methods) * len(names)
     for row in intervals:
         assert row["estimate"] == values[(row["method"], row["metric"])]  # the same text: the same float
-        assert float(row["low"]) <= float(row["high"]) and row["level"] == "0.9" and row["B"] == "200"
+        assert float(row["low"]) <= float(row["centre"]) <= float(row["high"]) and row["level"] == "0.9"
+        assert row["B"] == "200" and row["interval"] == M.METRICS[row["metric"]].interval  # auto: the metric's own
     with open(tmp_path / "cmp.csv") as handle:
         comparisons = list(csv.DictReader(handle))
     for row in comparisons:
@@ -207,6 +208,14 @@ def test_bootstrap_step_estimates_equal_the_metrics_file(tmp_path):
                    tmp_path / "cmp.csv", calibrators=calibrators, resamples=200, level=0.9, bootstrap_seed=0, **common)
     assert ((tmp_path / "int.csv").read_bytes(), (tmp_path / "cmp.csv").read_bytes()) == first
     assert math.isfinite(float(intervals[0]["low"]))
+    # a method chosen for all: BCa, in the intervals and the paired comparisons alike
+    bootstrap_step(tmp_path / "logits.npz", tmp_path / "split.npz", tmp_path / "eval.csv", tmp_path / "int.csv",
+                   tmp_path / "cmp.csv", calibrators=calibrators, resamples=200, level=0.9, bootstrap_seed=0,
+                   interval="bca", **common)
+    with open(tmp_path / "int.csv") as handle:
+        assert {row["interval"] for row in csv.DictReader(handle)} == {"bca"}
+    with open(tmp_path / "cmp.csv") as handle:
+        assert {row["interval"] for row in csv.DictReader(handle)} == {"bca"}
 
 
 def test_a_registered_mean_of_terms_metric_is_resampled_and_has_a_direction(monkeypatch):

@@ -30,8 +30,13 @@ def test_defaults_are_filled_in():
     assert config["split"] == {"seeds": [0], "calibration_fraction": 0.5}
     assert config["bins"] == 15
     assert config["calibrators"][0] == "uncalibrated" and len(config["calibrators"]) == 6
-    assert config["report"] == {"language": "en", "published": None, "figures": {}, "mark_ties": False,
-                                "cells": "mean_sd", "reliability_counts": True, "reliability_intervals": False}
+    # a config that does not mention `uncertainty` gets the bootstrap, and its tables mark ties
+    assert config["report"] == {"language": "en", "published": None, "figures": {}, "mark_ties": True,
+                                "cells": "mean_sd", "reliability_counts": True,
+                                "reliability_intervals": False}
+    assert config["uncertainty"]["enabled"] is True and config["uncertainty"]["interval"] == "auto"
+    off = validate_config({**minimal(), "uncertainty": {"enabled": False}}, SCHEMA)
+    assert off["report"]["mark_ties"] is False
     assert config["inference"]["device"] == "auto"
     assert config["datasets"]["digits"] == {"evaluation_fraction": 0.5, "seed": 0}
 

@@ -279,12 +279,12 @@ def test_latex_compiles_with_pdflatex(tmp_path, language):
 def write_comparisons(path: Path, tied: dict, seeds=(0,)) -> Path:
     """comparisons.csv with ``tied[(dataset, model, method)]`` (default: not tied) for metric ece."""
     lines = [",".join(("dataset", "model", "seed", "metric", "method", "best", "difference", "low", "high",
-                       "level", "B", "tied"))]
+                       "interval", "level", "B", "tied"))]
     for (dataset, model) in SINGLE:
         for method in METHODS:
             for seed in seeds:
                 flag = tied.get((dataset, model, method), 0)
-                lines.append(f"{dataset},{model},{seed},ece,{method},temperature_scaling,0.01,-0.01,0.02,0.95,1000,{flag}")
+                lines.append(f"{dataset},{model},{seed},ece,{method},temperature_scaling,0.01,-0.01,0.02,percentile,0.95,1000,{flag}")
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -314,8 +314,8 @@ def test_ties_with_several_seeds_need_a_tie_at_every_seed(tmp_path):
     from calibrepro.report.uncertainty_files import read_comparisons
 
     path = write_comparisons(tmp_path / "cmp.csv", {("cifar10", "densenet121", "uncalibrated"): 1}, seeds=(0, 1))
-    text = path.read_text().replace("cifar10,densenet121,1,ece,uncalibrated,temperature_scaling,0.01,-0.01,0.02,0.95,1000,1",
-                                    "cifar10,densenet121,1,ece,uncalibrated,temperature_scaling,0.01,0.001,0.02,0.95,1000,0")
+    text = path.read_text().replace("cifar10,densenet121,1,ece,uncalibrated,temperature_scaling,0.01,-0.01,0.02,percentile,0.95,1000,1",
+                                    "cifar10,densenet121,1,ece,uncalibrated,temperature_scaling,0.01,0.001,0.02,percentile,0.95,1000,0")
     path.write_text(text)
     rows = md_rows(render_table(metrics, "ece", "md", language="en", comparisons=read_comparisons(path)))
     assert not rows[2][2].startswith("**")  # tied at seed 0 only
@@ -325,18 +325,37 @@ def test_interval_cells(metrics_csv, tmp_path):
     from calibrepro.report.uncertainty_files import read_intervals
 
     path = tmp_path / "intervals.csv"
-    lines = ["dataset,model,method,seed,metric,estimate,low,high,level,B"]
+    lines = ["dataset,model,method,seed,metric,estimate,centre,low,high,interval,level,B"]
     for (dataset, model), by_metric in SINGLE.items():
         for method, value in zip(METHODS, by_metric["ece"]):
-            lines.append(f"{dataset},{model},{method},0,ece,{value!r},{value - 0.005!r},{value + 0.01!r},0.9,500")
+            lines.append(f"{dataset},{model},{method},0,ece,{value!r},{value!r},{value - 0.005!r},{value + 0.01!r},"
+                         "percentile,0.9,500")
     path.write_text("\n".join(lines) + "\n")
     text = render_table(metrics_csv, "ece", "md", language="en", intervals=read_intervals(path))
     rows = md_rows(text)
     assert rows[1][2] == "11.47 [10.97, 12.47]"
     assert rows[1][5] == "**2.52 [2.02, 3.52]**"
-    assert "In brackets: the 90% bootstrap percentile interval over the test half (B = 500)." in text
+    assert "In brackets: the 90% bootstrap interval (percentile) over the test half (B = 500)." in text
+    assert "†" not in text
     tex = render_table(metrics_csv, "ece", "tex", language="en", intervals=read_intervals(path))
     assert "\\textbf{2.52 [2.02, 3.52]}" in tex
+
+
+def test_an_interval_beside_its_estimate_shows_the_bias_corrected_centre(metrics_csv, tmp_path):
+    from calibrepro.report.uncertainty_files import read_intervals
+
+    path = tmp_path / "intervals.csv"
+    lines = ["dataset,model,method,seed,metric,estimate,centre,low,high,interval,level,B"]
+    for (dataset, model), by_metric in SINGLE.items():
+        for method, value in zip(METHODS, by_metric["ece"]):  # the basic interval of an upward-biased ECE
+            lines.append(f"{dataset},{model},{method},0,ece,{value!r},{value - 0.004!r},{value - 0.006!r},"
+                         f"{value - 0.001!r},basic,0.95,1000")
+    path.write_text("\n".join(lines) + "\n")
+    text = render_table(metrics_csv, "ece", "md", language="en", intervals=read_intervals(path))
+    assert md_rows(text)[1][2] == "11.07† [10.87, 11.37]"  # 11.47 lies outside: its centre is shown
+    assert "bootstrap interval (basic)" in text and "†: the estimate lies outside its interval" in text
+    tex = render_table(metrics_csv, "ece", "tex", language="ru", intervals=read_intervals(path))
+    assert "11.07$^\\dagger$ [10.87, 11.37]" in tex and "базовый" in tex
 
 
 def test_write_table_reads_the_uncertainty_files(metrics_csv, tmp_path):

@@ -182,13 +182,13 @@ def test_published_value_inside_our_bootstrap_interval(tmp_path):
     metrics, published = write_files(tmp_path, seeds=(0,))
     intervals = tmp_path / "intervals.csv"
     intervals.write_text(
-        "dataset,model,method,seed,metric,estimate,low,high,level,B\n"
+        "dataset,model,method,seed,metric,estimate,centre,low,high,interval,level,B\n"
         # published 93.960 %: inside [93.70, 94.20]
-        "d1,m1,uncalibrated,0,accuracy,0.9396,0.9370,0.9420,0.95,1000\n"
+        "d1,m1,uncalibrated,0,accuracy,0.9396,0.9396,0.9370,0.9420,percentile,0.95,1000\n"
         # published 93.960 %: above 93.955 + half a unit (0.0005) = 93.9555 -> outside
-        "d1,m1,temperature_scaling,0,accuracy,0.9394,0.9380,0.93955,0.95,1000\n"
+        "d1,m1,temperature_scaling,0,accuracy,0.9394,0.9394,0.9380,0.93955,percentile,0.95,1000\n"
         # published 1.90 %: the upper bound 1.895 % + half a unit (0.005) reaches it -> inside
-        "d1,m1,uncalibrated,0,ece,0.01904,0.0150,0.01895,0.95,1000\n"
+        "d1,m1,uncalibrated,0,ece,0.01904,0.0170,0.0150,0.01895,basic,0.95,1000\n"
     )
     cells, _, _ = compare(read_metrics(metrics), load_published(published), intervals=read_intervals(intervals))
     by_key = {(c.method, c.metric): c for c in cells}
@@ -201,6 +201,8 @@ def test_published_value_inside_our_bootstrap_interval(tmp_path):
     write_reproduction_report(metrics, report, published_csv=published, intervals_csv=intervals)
     text = report.read_text()
     assert "Inside our 95% bootstrap interval: 2 of 3." in text
+    # the rule names the interval each metric's cells use
+    assert "bootstrap interval (basic: ECE, %; percentile: Accuracy, %) of the seed-0 cell" in text
     rows = table_rows(section(text, "All compared cells"))
     header = rows[0]
     assert header[-2:] == ["Our 95% interval", "Inside interval"]

@@ -82,6 +82,16 @@ def test_demo_runs_end_to_end_and_reruns_byte_identical(tmp_path):
             assert (tmp_path / f"reports/demo/figures/reliability/digits/{model}.{extension}").stat().st_size > 10_000
     assert (tmp_path / "reports/demo/figures/figure_demo.png").is_file()
 
+    # every interval contains the estimate it belongs to: the plug-in estimate, or (where a biased
+    # statistic's bootstrap lies beside it) the bias-corrected centre, which the tables then print
+    intervals = pd.read_csv(tmp_path / "results/demo/intervals.csv")
+    assert len(intervals) == len(metrics)
+    assert ((intervals["low"] <= intervals["centre"]) & (intervals["centre"] <= intervals["high"])).all()
+    outside = ~intervals["estimate"].between(intervals["low"], intervals["high"])
+    assert (intervals.loc[outside, "interval"] != "percentile").all()
+    assert (intervals.loc[intervals["interval"] == "percentile", "centre"]
+            == intervals.loc[intervals["interval"] == "percentile", "estimate"]).all()
+
     result = run_snakemake(tmp_path, "--report", "report.html")
     assert result.returncode == 0, result.stderr[-3000:]
     bundle = (tmp_path / "report.html").read_text(encoding="utf-8")
@@ -128,9 +138,13 @@ def test_own_logits_replace_the_demo_models(tmp_path):
     assert not (tmp_path / "results/byo/logits/digits").exists()
     for method in METHODS:
         assert (tmp_path / f"results/byo/calibrators/mydata/net_b/{method}/seed1.json").is_file()
+    # the config does not mention `uncertainty`: intervals, ranks and tie marks by default
     assert sorted(p.name for p in (tmp_path / "reports/byo/tables").iterdir()) == [
-        "accuracy.md", "accuracy.tex", "ece.md", "ece.tex", "nll.md", "nll.tex",
+        "accuracy.md", "accuracy.tex", "ece.md", "ece.tex", "nll.md", "nll.tex", "ranks.md",
     ]
+    intervals = pd.read_csv(tmp_path / "results/byo/intervals.csv")
+    assert len(intervals) == len(metrics) and set(intervals["interval"]) <= {"percentile", "basic", "bca", "debiased"}
+    assert "statistically tied with the best" in (tmp_path / "reports/byo/tables/ece.md").read_text()
 
 
 def test_one_table_builds_only_what_it_needs(tmp_path):

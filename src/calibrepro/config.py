@@ -141,6 +141,8 @@ def _check_uncertainty(config: dict) -> None:
         if config[section]["enabled"] and metric not in config["metrics"]:
             raise ConfigError(f"{key}: {metric!r} is not one of the configured metrics ({', '.join(config['metrics'])})")
     report = config["report"]
+    if report["mark_ties"] is None:  # default: mark ties whenever the bootstrap runs
+        report["mark_ties"] = config["uncertainty"]["enabled"]
     for key, on in (("report.mark_ties", report["mark_ties"]), ("report.cells", report["cells"] == "interval")):
         if on and not config["uncertainty"]["enabled"]:
             raise ConfigError(f"{key}: needs the bootstrap; set uncertainty.enabled: true (or turn {key} off)")

@@ -516,17 +516,17 @@ class Metric:
 METRICS: dict[str, Metric] = {
     metric.name: metric
     for metric in [
-        Metric("accuracy", accuracy, True, MeanOfTerms(accuracy_terms)),
-        Metric("brier", brier, False, MeanOfTerms(brier_terms)),
-        Metric("nll", nll, False, MeanOfTerms(nll_terms)),
-        Metric("ece", ece, False, "equal_width_ece"),
-        Metric("mce", mce, False, "equal_width_mce"),
-        Metric("ece_l2", ece_l2, False, "equal_width_l2"),
-        Metric("ece_equal_mass", ece_equal_mass, False, "equal_mass_ece"),
-        Metric("mce_equal_mass", mce_equal_mass, False, "equal_mass_mce"),
-        Metric("classwise_ece", classwise_ece, False, "classwise"),
-        Metric("ece_l2_debiased", ece_l2_debiased, False, "debiased"),
-        Metric("smooth_ece", smooth_ece, False, "smooth"),
+        Metric("accuracy", accuracy, True, MeanOfTerms(accuracy_terms), "percentile"),
+        Metric("brier", brier, False, MeanOfTerms(brier_terms), "percentile"),
+        Metric("nll", nll, False, MeanOfTerms(nll_terms), "percentile"),
+        Metric("ece", ece, False, "equal_width_ece", "basic"),
+        Metric("mce", mce, False, "equal_width_mce", "basic"),
+        Metric("ece_l2", ece_l2, False, "equal_width_l2", "basic"),
+        Metric("ece_equal_mass", ece_equal_mass, False, "equal_mass_ece", "basic"),
+        Metric("mce_equal_mass", mce_equal_mass, False, "equal_mass_mce", "basic"),
+        Metric("classwise_ece", classwise_ece, False, "classwise", "basic"),
+        Metric("ece_l2_debiased", ece_l2_debiased, False, "debiased", "basic"),
+        Metric("smooth_ece", smooth_ece, False, "smooth", "basic"),
     ]
 }
 

@@ -313,6 +313,7 @@ def bootstrap_step(
     resamples: int,
     level: float,
     bootstrap_seed: int,
+    interval: str = "auto",
     log=None,
 ) -> None:
     """Bootstrap intervals of every metric of every calibrator, and paired comparisons with the best.
@@ -320,11 +321,16 @@ def bootstrap_step(
     All methods share the same ``resamples`` resamples of the test half (calibrators stay fitted);
     the estimates are the model's rows of ``metrics.csv`` (``evaluation_csv``), so they are equal to
     them by construction. A row's best is the exact best estimate (first in method order on ties).
+    ``interval``: the interval method (``uncertainty.interval``; ``auto``: each metric's own), used
+    for the metric's intervals and its paired differences alike.
     """
     from tqdm.auto import tqdm
 
-    from calibrepro.bootstrap import bootstrap_replicates, paired_differences, percentile_interval, resample_counts
+    from calibrepro.bootstrap import (
+        bootstrap_replicates, interval_method, jackknife_values, paired_differences, resample_counts,
+    )
     from calibrepro.bootstrap import bootstrap_seed as cell_seed
+    from calibrepro.bootstrap import interval as make_interval
     from calibrepro.metrics import higher_is_better
     from calibrepro.report.metrics_file import best_methods
     from calibrepro.report.uncertainty_files import write_comparisons, write_intervals
@@ -335,23 +341,36 @@ def bootstrap_step(
         estimates = _read_estimates(evaluation_csv)
         counts = resample_counts(len(labels), resamples, cell_seed(bootstrap_seed, dataset, model, seed))
         methods = list(fitted)
-        progress = tqdm(methods, desc=f"bootstrap {dataset}/{model}", unit="method", disable=None)
-        replicates = bootstrap_replicates(
-            ((m, fitted[m].predict_proba(logits)) for m in progress), labels, metrics, counts, bins=bins
-        )
+        chosen = {metric: interval_method(metric, interval) for metric in metrics}
+        jackknifed = [metric for metric in metrics if chosen[metric] == "bca"]
+        jackknife: dict = {}
+
+        def probabilities():
+            for m in tqdm(methods, desc=f"bootstrap {dataset}/{model}", unit="method", disable=None):
+                probs = fitted[m].predict_proba(logits)
+                if jackknifed:  # BCa's acceleration: a grouped jackknife of those metrics
+                    jackknife[m] = jackknife_values(probs, labels, jackknifed, bins=bins)
+                yield m, probs
+
+        replicates = bootstrap_replicates(probabilities(), labels, metrics, counts, bins=bins)
         intervals, comparisons = [], []
         for metric in metrics:
             values = {m: estimates[(m, metric)] for m in methods}
+            method_of = chosen[metric]
+            jack = {m: jackknife[m][metric] for m in methods} if method_of == "bca" else None
             for m in methods:
-                low, high = percentile_interval(replicates[m][metric], level)
-                intervals.append((dataset, model, m, seed, metric, values[m], low, high, float(level), resamples))
+                bounds = make_interval(replicates[m][metric], values[m], level, method_of,
+                                       None if jack is None else jack[m])
+                intervals.append((dataset, model, m, seed, metric, values[m], bounds.centre, bounds.low, bounds.high,
+                                  method_of, float(level), resamples))
             tied_best = best_methods(values, higher_is_better(metric))
             best = next(m for m in methods if m in tied_best)
-            paired = paired_differences({m: replicates[m][metric] for m in methods}, values, best, level)
+            paired = paired_differences({m: replicates[m][metric] for m in methods}, values, best, level, method_of,
+                                        jack)
             for m in methods:
                 difference, low, high = paired[m]
-                comparisons.append((dataset, model, seed, metric, m, best, difference, low, high, float(level),
-                                    resamples, int(low <= 0.0 <= high)))
+                comparisons.append((dataset, model, seed, metric, m, best, difference, low, high, method_of,
+                                    float(level), resamples, int(low <= 0.0 <= high)))
         write_intervals(intervals_output, intervals)
         write_comparisons(comparisons_output, comparisons)
         logger.info("B = %d resamples of %d test samples, %d methods x %d metrics -> %s, %s",

@@ -38,6 +38,7 @@ rule bootstrap:
         resamples=UNCERTAINTY["bootstrap"],
         level=UNCERTAINTY["level"],
         bootstrap_seed=UNCERTAINTY["seed"],
+        interval=UNCERTAINTY["interval"],
     run:
         pipeline.bootstrap_step(
             input.logits,

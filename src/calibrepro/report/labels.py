@@ -167,6 +167,15 @@ METRICS: dict[str, MetricSpec] = {
 }
 
 
+#: names of the interval methods of :data:`calibrepro.bootstrap.INTERVAL_METHODS` in captions and reports
+INTERVAL_NAMES = {
+    "ru": {"percentile": "перцентильный", "basic": "базовый", "bca": "BCa",
+           "debiased": "перцентильный с поправкой на смещение"},
+    "en": {"percentile": "percentile", "basic": "basic", "bca": "BCa",
+           "debiased": "bias-corrected percentile"},
+}
+
+
 def check_language(language: str) -> str:
     if language not in LANGUAGES:
         raise ValueError(f"language must be one of {LANGUAGES}, got {language!r}")

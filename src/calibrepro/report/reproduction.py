@@ -13,8 +13,9 @@ For every cell present in both the published file and ``metrics.csv``:
   ``|p - mean| <= noise_sigmas * std + u/2`` where ``u`` is one unit of the last printed digit
   (the published value is itself rounded by up to ``u/2``); ``noise_sigmas`` defaults to 2.
 * **inside our interval** (only with an intervals file, ``results/intervals.csv``): the published
-  value lies in our bootstrap percentile interval of the seed-``seed`` cell (test-half resampling,
-  calibrators fixed; :mod:`calibrepro.bootstrap`), widened by ``u/2`` on both sides for the
+  value lies in our bootstrap interval of the seed-``seed`` cell, of the method ``intervals.csv``
+  names for the metric (``uncertainty.interval``; test-half resampling, calibrators fixed;
+  :mod:`calibrepro.bootstrap`), widened by ``u/2`` on both sides for the
   rounding of the published number: ``low - u/2 <= p <= high + u/2`` in printed units.
 * **bold**: whether the methods our seed-``seed`` values make bold in a row (same rule as the
   tables) are the ones printed bold; counted over rows where every published method was regenerated.
@@ -33,7 +34,9 @@ from decimal import Decimal
 import pandas as pd
 
 from calibrepro.io import write_text
-from calibrepro.report.labels import check_language, format_number, method_name, metric_spec, short_name
+from calibrepro.report.labels import (
+    INTERVAL_NAMES, check_language, format_number, method_name, metric_spec, short_name,
+)
 from calibrepro.report.metrics_file import Metrics, read_metrics, summarise, table_cells
 from calibrepro.report.published import decimals_of, load_published
 from calibrepro.report.tables import md_escape
@@ -50,7 +53,7 @@ _TEXT = {
         "overall": "**Identical at the printed precision: {identical} of {compared} compared cells ({percent}).**",
         "overall_noise": " Within the split noise: {within} of {noisy}.",
         "overall_interval": " Inside our {level}% bootstrap interval: {inside} of {count}.",
-        "interval_rule": "*inside interval* = the published value lies in our {level}% bootstrap percentile interval "
+        "interval_rule": "*inside interval* = the published value lies in our {level}% bootstrap interval ({methods}) "
         "of the seed-{seed} cell (B = {b} resamples of the test half, calibrators fixed), widened by half a unit "
         "of the last printed digit.",
         "interval": "Our {level}% interval",
@@ -109,8 +112,8 @@ _TEXT = {
         "overall": "**Совпадают с точностью печати: {identical} из {compared} сравненных ячеек ({percent}).**",
         "overall_noise": " В пределах разброса по разбиениям: {within} из {noisy}.",
         "overall_interval": " Внутри нашего {level}%-го бутстреп-интервала: {inside} из {count}.",
-        "interval_rule": "*внутри интервала* – опубликованное значение лежит в нашем {level}%-м перцентильном "
-        "бутстреп-интервале ячейки seed {seed} (B = {b} выборок тестовой части, калибраторы фиксированы), "
+        "interval_rule": "*внутри интервала* – опубликованное значение лежит в нашем {level}%-м бутстреп-интервале "
+        "({methods}) ячейки seed {seed} (B = {b} выборок тестовой части, калибраторы фиксированы), "
         "расширенном на половину единицы последнего знака.",
         "interval": "Наш {level}%-й интервал",
         "inside": "Внутри интервала",
@@ -274,6 +277,18 @@ def compare(
 # --------------------------------------------------------------------------- Markdown helpers
 
 
+def interval_methods_text(intervals: Intervals, language: str) -> str:
+    """The interval methods of the intervals file, each with its metrics ("basic: ECE, %, MCE, %; ...")."""
+    names = INTERVAL_NAMES[language]
+    by_method: dict[str, list[str]] = {}
+    for metric, methods in intervals.methods.items():
+        for method in sorted(methods):
+            by_method.setdefault(method, []).append(short_name(metric))
+    if len(by_method) == 1:
+        return names.get(next(iter(by_method)), next(iter(by_method)))
+    return "; ".join(f"{names.get(m, m)}: {', '.join(metrics)}" for m, metrics in sorted(by_method.items()))
+
+
 def _md_table(header: list[str], rows: list[list[str]], numeric: list[bool]) -> str:
     widths = [max([len(header[i])] + [len(r[i]) for r in rows] + [3]) for i in range(len(header))]
 
@@ -380,7 +395,8 @@ def render_reproduction(
         out += [t["glance"].format(items="; ".join(items)), ""]
     out += [t["rules"].format(k=format(noise_sigmas, "g")), ""]
     if has_interval:
-        out += [t["interval_rule"].format(level=level, seed=seed, b=intervals.resamples), ""]
+        out += [t["interval_rule"].format(level=level, seed=seed, b=intervals.resamples,
+                                          methods=interval_methods_text(intervals, language)), ""]
 
     def cell_rows(cells: list[Comparison]) -> tuple[list[str], list[list[str]], list[bool]]:
         header = [t["table"], t["data"], t["model"], t["method"], t["published"], t["ours"].format(seed=seed),

@@ -25,6 +25,7 @@ import jinja2
 
 from calibrepro.io import write_text
 from calibrepro.report.labels import (
+    INTERVAL_NAMES,
     ROW_HEADERS,
     caption_text,
     check_language,
@@ -52,8 +53,15 @@ _TIES_NOTE = {
 }
 _TIES_SEEDS = {"ru": " (при каждом разбиении)", "en": " (in every split)"}
 _INTERVAL_NOTE = {
-    "ru": "В скобках – {level}%-й перцентильный бутстреп-интервал по тестовой выборке (B = {b}){seeds}.",
-    "en": "In brackets: the {level}% bootstrap percentile interval over the test half (B = {b}){seeds}.",
+    "ru": "В скобках – {level}%-й бутстреп-интервал ({methods}) по тестовой выборке (B = {b}){seeds}.",
+    "en": "In brackets: the {level}% bootstrap interval ({methods}) over the test half (B = {b}){seeds}.",
+}
+_CENTRE_MARK = {"md": "†", "tex": "$^\\dagger$"}
+_CENTRE_NOTE = {
+    "ru": "† – оценка лежит вне своего интервала; вместо неё приведена оценка с поправкой на смещение, к которой "
+    "интервал относится.",
+    "en": "†: the estimate lies outside its interval; shown instead is the bias-corrected estimate the interval "
+    "belongs to.",
 }
 _INTERVAL_SEEDS = {"ru": "; с несколькими разбиениями – средние границы", "en": "; with several splits, mean bounds"}
 
@@ -129,14 +137,20 @@ def md_escape(text: str) -> str:
 
 
 def format_cell(
-    cell: Cell | None, metric: str, kind: str, multi_seed: bool, interval: tuple[float, float] | None = None
+    cell: Cell | None, metric: str, kind: str, multi_seed: bool, interval: tuple[float, float, float] | None = None
 ) -> str:
-    """The printed text of one cell for ``kind`` "md" or "tex"; ``interval`` (low, high) replaces the std."""
+    """The printed text of one cell for ``kind`` "md" or "tex"; ``interval`` (low, high, centre) replaces the std.
+
+    Where the estimate lies outside its interval (a biased statistic's percentile-type interval can),
+    the cell shows the interval's centre, the bias-corrected estimate, marked with a dagger.
+    """
     spec = metric_spec(metric)
     if cell is None or cell.n == 0:
         return _MISSING[kind]
     text = spec.format(cell.mean)
     if interval is not None:
+        if not interval[0] <= cell.mean <= interval[1]:
+            text = spec.format(interval[2]) + _CENTRE_MARK[kind]
         text = f"{text} [{spec.format(interval[0])}, {spec.format(interval[1])}]"
     elif multi_seed and cell.n > 1:
         std = format_number(spec.display(cell.std), spec.decimals)
@@ -175,15 +189,21 @@ def mark_ties(cells: dict, comparisons: Comparisons, metric: str, seeds: list[in
 
 
 def cell_intervals(intervals: Intervals, metric: str, seeds: list[int]) -> dict:
-    """``(dataset, model, method) -> (low, high)``: the interval, or the mean bounds over the seeds used."""
+    """``(dataset, model, method) -> (low, high, centre)``: the interval, or the means over the seeds used."""
     out = {}
     for (dataset, model, method, name), by_seed in intervals.cells.items():
         if name != metric or not all(seed in by_seed for seed in seeds):
             continue
-        lows = [by_seed[seed][1] for seed in seeds]
-        highs = [by_seed[seed][2] for seed in seeds]
-        out[(dataset, model, method)] = (math.fsum(lows) / len(seeds), math.fsum(highs) / len(seeds))
+        out[(dataset, model, method)] = tuple(
+            math.fsum(by_seed[seed][column] for seed in seeds) / len(seeds) for column in (1, 2, 3)
+        )
     return out
+
+
+def interval_methods(intervals: Intervals, metric: str, language: str) -> str:
+    """The caption's name of the interval method(s) of ``metric``'s rows."""
+    names = INTERVAL_NAMES[language]
+    return ", ".join(names.get(m, m) for m in sorted(intervals.methods.get(metric, ())))
 
 
 # --------------------------------------------------------------------------- rendering
@@ -223,8 +243,12 @@ def render_table(
     if intervals is not None:
         bounds = cell_intervals(intervals, metric, used)
         caption += " " + _INTERVAL_NOTE[language].format(
-            level=_level(intervals.level), b=intervals.resamples, seeds=_INTERVAL_SEEDS[language] if multi else ""
+            level=_level(intervals.level), b=intervals.resamples, seeds=_INTERVAL_SEEDS[language] if multi else "",
+            methods=interval_methods(intervals, metric, language),
         )
+        if any(cells.get(key) is not None and cells[key].n and not bound[0] <= cells[key].mean <= bound[1]
+               for key, bound in bounds.items()):
+            caption += " " + _CENTRE_NOTE[language]
     names = [method_name(m, language) for m in methods]
     body = [
         [dataset, model]

@@ -12,9 +12,13 @@ from dataclasses import dataclass, field
 
 from calibrepro.io import concatenate_csv, read_tidy_csv, tidy_csv, write_text
 
-INTERVAL_COLUMNS = ("dataset", "model", "method", "seed", "metric", "estimate", "low", "high", "level", "B")
+#: ``interval``: the bootstrap interval method of the row (percentile, basic, bca, debiased);
+#: ``centre``: the estimate the interval belongs to (the plug-in ``estimate`` for the percentile
+#: interval, the bias-corrected one for the others; always inside ``[low, high]``)
+INTERVAL_COLUMNS = ("dataset", "model", "method", "seed", "metric", "estimate", "centre", "low", "high", "interval",
+                    "level", "B")
 COMPARISON_COLUMNS = ("dataset", "model", "seed", "metric", "method", "best", "difference", "low", "high",
-                      "level", "B", "tied")
+                      "interval", "level", "B", "tied")
 
 
 class UncertaintyFileError(ValueError):
@@ -39,9 +43,13 @@ def concatenate(kind: str, inputs, output) -> int:
 
 @dataclass
 class Intervals:
-    """(dataset, model, method, metric) -> {seed: (estimate, low, high)}, with the level and B."""
+    """(dataset, model, method, metric) -> {seed: (estimate, low, high, centre)}, with the level and B.
+
+    ``methods``: metric -> the interval methods of its rows (one, unless files were mixed).
+    """
 
     cells: dict = field(default_factory=dict)
+    methods: dict = field(default_factory=dict)
     level: float = float("nan")
     resamples: int = 0
 
@@ -70,10 +78,11 @@ def read_intervals(path: str | os.PathLike) -> Intervals:
     for line, row in _rows(path, INTERVAL_COLUMNS):
         key = (row["dataset"], row["model"], row["method"], row["metric"])
         try:
-            value = (float(row["estimate"]), float(row["low"]), float(row["high"]))
+            value = (float(row["estimate"]), float(row["low"]), float(row["high"]), float(row["centre"]))
         except ValueError:
-            raise UncertaintyFileError(f"{path}, line {line}: estimate, low or high is not a number") from None
+            raise UncertaintyFileError(f"{path}, line {line}: estimate, centre, low or high is not a number") from None
         out.cells.setdefault(key, {})[row["seed"]] = value
+        out.methods.setdefault(row["metric"], set()).add(row["interval"])
         out.level, out.resamples = row["level"], row["B"]
     return out
 
