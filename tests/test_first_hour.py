@@ -27,8 +27,8 @@ def test_english_by_default_and_russian_for_the_thesis():
 
 
 @pytest.mark.parametrize("language, expected", [
-    ("en", "None of the regenerated models (digits/logistic_regression, digits/mlp) has published values here"),
-    ("ru", "Ни для одной из полученных моделей (digits/logistic_regression, digits/mlp) здесь нет"),
+    ("en", "This run's models (digits/logistic_regression, digits/mlp) have no published values in this file"),
+    ("ru", "Для моделей этого запуска (digits/logistic_regression, digits/mlp) в этом файле нет"),
 ])
 def test_a_report_without_published_values_says_how_to_add_them(tmp_path, language, expected):
     metrics = tmp_path / "metrics.csv"
