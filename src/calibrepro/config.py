@@ -75,6 +75,10 @@ def _fill_defaults(instance, schema: dict, root: dict) -> None:
             instance[key] = copy.deepcopy(subschema["default"])
         if key in instance:
             _fill_defaults(instance[key], subschema, root)
+    entries = schema.get("additionalProperties")
+    if isinstance(entries, dict):  # e.g. every data set of ``regression``
+        for key in set(instance) - set(schema.get("properties", {})):
+            _fill_defaults(instance[key], entries, root)
 
 
 def _key_path(error: jsonschema.ValidationError) -> str:
@@ -91,9 +95,21 @@ def _describe(error: jsonschema.ValidationError) -> str:
         return f"{where}: unknown key(s) {', '.join(map(repr, unknown))}{hint}"
     if error.validator == "required":
         return f"{where}: {error.message}"
+    if error.validator == "not" and isinstance(error.instance, dict):  # keys that do not go with the others
+        banned = [key for key in _required_names(error.validator_value) if key in error.instance]
+        source = f" with source {error.instance['source']!r}" if "source" in error.instance else ""
+        return f"{where}: key(s) {', '.join(map(repr, banned))} not allowed{source}; remove them"
     if error.validator == "enum":
         return f"{where}: {error.instance!r} is not one of {', '.join(map(str, error.validator_value))}"
     return f"{where}: {error.message}"
+
+
+def _required_names(schema: dict) -> list[str]:
+    """The property names a (``not``) schema requires, through ``anyOf``."""
+    names = list(schema.get("required", []))
+    for branch in schema.get("anyOf", []):
+        names += _required_names(branch)
+    return names
 
 
 def _most_specific(errors):
@@ -119,6 +135,7 @@ def validate_config(config: dict, schema: dict) -> dict:
     if errors:
         lines = sorted({_describe(error) for error in errors})
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines))
+    config.setdefault("models", {})  # a regression-only configuration
     _check_cross_references(config)
     _check_uncertainty(config)
     return config
@@ -150,6 +167,25 @@ def _check_uncertainty(config: dict) -> None:
         check_size_study_config(config)
     except SizeStudyError as error:
         raise ConfigError(str(error)) from None
+
+
+#: regression data sources that are time series (windows of past hours -> next hours)
+SERIES_SOURCES = ("energy",)
+#: the regressor kinds of ``regression.<dataset>.models`` (:mod:`calibrepro.regression.models`, which imports torch)
+REGRESSORS = ("mc_dropout", "aleatoric", "ensemble", "evidential")
+
+
+def regression_models(entry: dict) -> dict[str, dict]:
+    """Model name -> options of a ``regression`` data set: its ``models``, all kinds by default;
+    one model named ``predictions`` for ``source: predictions`` (the user's own model)."""
+    if entry["source"] == "predictions":
+        return {"predictions": {}}
+    return entry.get("models") or {kind: {} for kind in REGRESSORS}
+
+
+def regression_keys(config: dict) -> list[tuple[str, str]]:
+    """All (dataset, model) pairs of ``regression`` in config order."""
+    return [(name, model) for name, entry in config["regression"].items() for model in regression_models(entry)]
 
 
 def model_keys(config: dict) -> list[tuple[str, str]]:

@@ -121,6 +121,44 @@ class Layout:
         """The comparison with the published values (``calibrepro.report.reproduction``)."""
         return f"{self.reports}/reproduction.md"
 
+    # --- regression (seed 002, second half): everything under results/regression/, reports/regression/ ---
+
+    def regression_data(self, dataset: str) -> str:
+        """A regression data set's arrays as the models read them (``calibrepro.regression.splits``)."""
+        return f"{self.results}/regression/data/{dataset}.npz"
+
+    def regression_split(self, dataset: str, split) -> str:
+        """Train/calibration/test indices of one split of a regression data set."""
+        return f"{self.results}/regression/splits/{dataset}/split{split}.npz"
+
+    def regression_predictions(self, dataset: str, model: str, split) -> str:
+        """A regressor's predictive distributions on one split (``calibrepro.regression.predictions``)."""
+        return f"{self.results}/regression/predictions/{dataset}/{model}/split{split}.npz"
+
+    def regression_evaluation(self, dataset: str, model: str, split) -> str:
+        """One regressor's rows of the regression ``metrics.csv`` for one split."""
+        return f"{self.results}/regression/evaluations/{dataset}/{model}/split{split}.csv"
+
+    def regression_curves(self, dataset: str, model: str, split) -> str:
+        """Reliability curves, per-output RMSE and std, fitted recalibrators of one split (JSON)."""
+        return f"{self.results}/regression/curves/{dataset}/{model}/split{split}.json"
+
+    @property
+    def regression_metrics(self) -> str:
+        """Every regressor's metrics, tidy: ``dataset,model,method,split,metric,value``."""
+        return f"{self.results}/regression/metrics.csv"
+
+    def regression_table(self, name: str, extension: str) -> str:
+        return f"{self.reports}/regression/tables/{name}.{extension}"
+
+    def regression_figure(self, kind: str, dataset: str, model: str, extension: str) -> str:
+        """A regression figure of ``kind`` ("reliability", "horizon") of one data set and model."""
+        return f"{self.reports}/regression/figures/{kind}/{dataset}/{model}.{extension}"
+
+    @property
+    def regression_reproduction(self) -> str:
+        return f"{self.reports}/regression/reproduction.md"
+
     # --- what an earlier run of the same configuration left behind -----------------------------
 
     def stale(self, targets: Iterable[str]) -> list[str]:

@@ -469,6 +469,165 @@ def remove_stale_outputs(layout, targets: Sequence[str]) -> str:
     return f"calibrepro: removed {len(stale)} output(s) of an earlier run that this configuration does not produce: " + ", ".join(stale)
 
 
+# --------------------------------------------------------------------------- regression (seed 002, second half)
+
+
+@offload
+def regression_data_step(dataset: str, spec: Mapping, files: Mapping[str, str], output, *, log=None) -> None:
+    """Read a regression data set from its source (``spec``, the config entry; ``files``: its local
+    files) and cache it as the models read it (:func:`calibrepro.regression.splits.save_arrays`)."""
+    from calibrepro.regression.data import load_dataset
+    from calibrepro.regression.splits import save_arrays
+
+    with step_log(log) as logger:
+        data = load_dataset(dataset, spec, files)
+        x = data.x if data.x is not None else np.zeros((len(data.y), 0))  # a user's predictions: no features
+        save_arrays(output, x, data.y, series=data.series, fixed=data.fixed, given=data.given)
+        logger.info("%s (%s): %d samples, %d features, %d target(s)%s -> %s", dataset, spec["source"], len(data.y),
+                    x.shape[1], 1 if data.y.ndim == 1 else data.y.shape[1], ", a time series" if data.series else "",
+                    output)
+
+
+def regression_split_step(data_path, dataset: str, index: int, spec: Mapping, output, *, log=None) -> None:
+    """Draw split ``index`` of a regression data set: train, calibration and test indices."""
+    from calibrepro.regression.splits import load_arrays, make_split, save_split
+
+    with step_log(log) as logger:
+        arrays = load_arrays(data_path)
+        split = make_split(
+            dataset, len(arrays.y), index, test_fraction=spec["test_fraction"],
+            calibration_fraction=spec["calibration_fraction"], seed=spec["seed"], fixed=arrays.fixed,
+            series=arrays.series, gap=arrays.y.shape[1] - 1 if arrays.series else 0,
+        )
+        save_split(output, split)
+        logger.info("split %d of %s: %d train, %d calibration, %d test -> %s", index, dataset, len(split.train),
+                    len(split.calibration), len(split.test), output)
+
+
+@offload
+def regression_predict_step(data_path, split_path, output, *, model: str, options: Mapping, seed: int,
+                            log=None) -> None:
+    """Train regressor ``model`` (a kind of :mod:`calibrepro.regression.models`) on the training part and
+    write its predictive distributions of the calibration and test parts (``source: predictions``:
+    the user's own, split the same way)."""
+    from calibrepro.regression.distributions import predictive_from_arrays
+    from calibrepro.regression.predictions import Predictions, part_of, rows_of, save_predictions
+    from calibrepro.regression.splits import load_arrays, load_split
+
+    with step_log(log) as logger:
+        arrays, split = load_arrays(data_path), load_split(split_path)
+        rows = np.concatenate([split.calibration, split.test])
+        if arrays.given is not None:  # one output per sample: distribution rows are sample rows
+            distribution = predictive_from_arrays(arrays.given["family"], arrays.given["params"]).take(rows)
+            metadata = {"source": "predictions"}
+        else:
+            from calibrepro.regression.models import fit_predict
+
+            predicted = fit_predict(model, arrays.x[split.train], arrays.y[split.train], arrays.x[rows], dict(options),
+                                    seed=seed, logger=logger)
+            distribution = predictive_from_arrays(predicted.family, rows_of(predicted.params))
+            metadata = predicted.info
+        outputs = arrays.y.shape[1]
+        n_cal = len(split.calibration) * outputs
+        parts = {}
+        for name, part_rows, selection in (("calibration", split.calibration, np.arange(n_cal)),
+                                           ("test", split.test, np.arange(n_cal, len(rows) * outputs))):
+            part_distribution = distribution.take(selection)
+            parts[name] = (part_of(arrays.y[part_rows], part_rows, part_distribution.params()), part_distribution)
+        (test, test_distribution), (calibration, _) = parts["test"], parts["calibration"]
+        save_predictions(output, Predictions(distribution.kind, test, calibration, metadata), test_distribution.mean(),
+                         test_distribution.std())
+        logger.info("%s: %s predictive of %d calibration and %d test rows -> %s", model, distribution.kind,
+                    len(calibration.y), len(test.y), output)
+
+
+@offload
+def regression_evaluate_step(predictions_path, metrics_output, curves_output, *, methods: Sequence[str],
+                             dataset: str, model: str, split: int, log=None) -> None:
+    """Fit every recalibrator (``methods``) on the calibration part, then on the test part compute every
+    metric (the model's rows of ``results/regression/metrics.csv``) and the curves the figures draw:
+    observed vs expected confidence, one- and two-sided (:func:`calibrepro.regression.metrics.accuracy_curve`),
+    and per output (forecast hour) the RMSE and the mean predicted standard deviation."""
+    from calibrepro.io import tidy_csv
+    from calibrepro.regression.distributions import predictive_from_arrays
+    from calibrepro.regression.metrics import LEVELS, REGRESSION_METRICS, accuracy_curve, sample_terms
+    from calibrepro.regression.predictions import load_predictions
+    from calibrepro.regression.recalibration import make_recalibrator
+
+    with step_log(log) as logger:
+        predictions = load_predictions(predictions_path)
+        test, calibration = predictions.test, predictions.calibration
+        base_test = predictive_from_arrays(predictions.family, test.params)
+        base_calibration = predictive_from_arrays(predictions.family, calibration.params)
+        outputs = np.unique(test.output)
+        rows = []
+        curves = {"levels": LEVELS.tolist(), "outputs": (outputs + 1).tolist(), "order": list(methods), "methods": {}}
+        for method in methods:
+            start = time.perf_counter()
+            recalibrator = make_recalibrator(method).fit(base_calibration, calibration.y)
+            terms = sample_terms(recalibrator.transform(base_test), test.y)
+            values = {name: spec.value(terms) for name, spec in REGRESSION_METRICS.items()}
+            rows += [(dataset, model, method, split, name, value) for name, value in values.items()]
+            std = np.sqrt(terms.variance)
+            curves["methods"][method] = {
+                "one_sided": accuracy_curve(terms.pit, LEVELS, "one").tolist(),
+                "two_sided": accuracy_curve(terms.pit, LEVELS, "two").tolist(),
+                "rmse": [float(np.sqrt(terms.squared_error[test.output == o].mean())) for o in outputs],
+                "std": [float(std[test.output == o].mean()) for o in outputs],
+                "recalibrator": recalibrator.to_json(),
+            }
+            summary = ", ".join(f"{name} {value:.4g}" for name, value in values.items())
+            logger.info("%s: %s (%.2f s)", method, summary, time.perf_counter() - start)
+        write_text(metrics_output, tidy_csv(REGRESSION_COLUMNS, rows))
+        write_json(curves_output, curves)
+        logger.info("%d test rows; wrote %s and %s", len(test.y), metrics_output, curves_output)
+
+
+#: the columns of ``results/regression/metrics.csv`` and of each model's part of it
+REGRESSION_COLUMNS = ("dataset", "model", "method", "split", "metric", "value")
+
+
+def regression_gather_step(inputs: Sequence[str | Path], output, *, log=None) -> None:
+    """Concatenate the per-model regression evaluations, in config order, into ``metrics.csv``."""
+    from calibrepro.io import concatenate_csv
+
+    with step_log(log) as logger:
+        rows = concatenate_csv(inputs, output, REGRESSION_COLUMNS, what="a regression evaluation file")
+        logger.info("%d rows from %d evaluation files -> %s", rows, len(inputs), output)
+
+
+@offload
+def regression_tables_step(metrics_csv, outputs: Mapping[str, tuple], *, sources: Mapping[str, str], language: str,
+                           log=None) -> None:
+    """The regression tables (name -> (md, tex)) in the seed's layout, with the published values beside ours."""
+    from calibrepro.regression.report import write_regression_tables
+
+    with step_log(log) as logger:
+        write_regression_tables(metrics_csv, dict(outputs), sources=dict(sources), language=language)
+        logger.info("%d regression tables (%s) from %s", len(outputs), language, metrics_csv)
+
+
+@offload
+def regression_figure_step(curves_files: Sequence[str], kind: str, png_output, pdf_output, *, title: str,
+                           language: str, log=None) -> None:
+    """One data set's and model's regression figure of ``kind`` ("reliability" or "horizon"), PNG and PDF."""
+    from calibrepro.regression.figures import write_regression_figure
+
+    with step_log(log) as logger:
+        write_regression_figure(curves_files, kind, png_output, pdf_output, title=title, language=language)
+        logger.info("%s figure from %d split(s) -> %s, %s", kind, len(curves_files), png_output, pdf_output)
+
+
+def regression_reproduction_step(metrics_csv, output, *, sources: Mapping[str, str], language: str,
+                                 log=None) -> None:
+    """Compare the regression metrics with the published values (Kuleshov et al. 2018, the seed)."""
+    from calibrepro.regression.report import write_regression_reproduction
+
+    with step_log(log) as logger:
+        write_regression_reproduction(metrics_csv, output, sources=dict(sources), language=language)
+        logger.info("regression reproduction report -> %s", output)
+
+
 def outputs_summary(groups: Mapping[str, Sequence[str]]) -> str:
     """Lines telling where a finished run's outputs are: per group, its folder and the files present."""
     lines = []

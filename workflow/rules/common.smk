@@ -11,9 +11,12 @@ from calibrepro import pipeline, workers
 from calibrepro import snakemake_hooks as hooks
 
 from calibrepro.config import (
+    SERIES_SOURCES,
     ConfigError,
     load_schema,
     model_keys,
+    regression_keys,
+    regression_models,
     run_name,
     source_settings,
     validate_config,
@@ -61,6 +64,9 @@ DATASETS = list(config["models"])
 #: where this run's files go (calibrepro.layout): results/<name>/, reports/<name>/; every path below comes from it
 LAYOUT = Layout.named(_name)
 SETTINGS = source_settings(config, LAYOUT.results)
+#: the regression part (workflow/rules/regression.smk): data set -> entry, and its (dataset, model) pairs
+REGRESSION = config["regression"]
+REGRESSION_MODELS = regression_keys(config)
 #: level of the Wilson error bars on the reliability diagrams (None: the thesis's style, no bars)
 RELIABILITY_LEVEL = UNCERTAINTY["level"] if config["report"]["reliability_intervals"] else None
 
@@ -87,14 +93,23 @@ def model_downloads(dataset, model):
     return get_source(spec["source"]).downloads(dataset, model, spec, SETTINGS)
 
 
+def regression_downloads(dataset):
+    """The pinned files of a regression data set (none for a bundled data set or the user's files)."""
+    from calibrepro.regression.data import downloads
+
+    return downloads(REGRESSION[dataset])
+
+
 def _collect_downloads():
-    """Every pinned file of every model, by path under the downloads dir; one path, one file."""
+    """Every pinned file of every model and regression data set, by path under the downloads dir; one path, one file."""
     downloads = {}
-    for dataset, model in MODELS:
-        for item in model_downloads(dataset, model):
-            known = downloads.setdefault(item.path, item)
-            if known != item:
-                raise WorkflowError(f"two pinned files claim the download path {item.path!r}: {known} and {item}")
+    items = [item for dataset, model in MODELS for item in model_downloads(dataset, model)]
+    for dataset in REGRESSION:
+        items += regression_downloads(dataset)
+    for item in items:
+        known = downloads.setdefault(item.path, item)
+        if known != item:
+            raise WorkflowError(f"two pinned files claim the download path {item.path!r}: {known} and {item}")
     return downloads
 
 
@@ -212,26 +227,85 @@ def targets():
 
     The closing summary reports these groups; a new output becomes a target by being added here.
     """
-    groups = {
-        "metrics": [LAYOUT.metrics],
-        "tables": table_paths(),
-        "figures": figure_paths() + named_figure_paths(),
-        "intervals": [],
-        "report": [LAYOUT.reproduction],
-    }
-    if UNCERTAINTY["enabled"]:
+    groups = {"metrics": [], "tables": [], "figures": [], "intervals": [], "report": []}
+    if MODELS:  # not in a regression-only configuration
+        groups["metrics"].append(LAYOUT.metrics)
+        groups["tables"] += table_paths()
+        groups["figures"] += figure_paths() + named_figure_paths()
+        groups["report"].append(LAYOUT.reproduction)
+    if MODELS and UNCERTAINTY["enabled"]:
         groups["intervals"] += [LAYOUT.intervals, LAYOUT.comparisons]
         groups["tables"].append(LAYOUT.table("ranks", "md"))
         groups["figures"] += dataset_figure_paths("cd")
-    if SIZE_STUDY["enabled"]:
+    if MODELS and SIZE_STUDY["enabled"]:
         groups["intervals"].append(LAYOUT.size_study)
         groups["tables"].append(LAYOUT.table("size_study", "md"))
         groups["figures"] += dataset_figure_paths("size_study")
+    regression = regression_paths()
+    groups["regression metrics"] = regression[:1]
+    groups["regression reports"] = regression[1:]
     return groups
 
 
 def target_paths():
     return [path for paths in targets().values() for path in paths]
+
+
+def regression_inputs(wildcards):
+    """The files a regression data set is read from: the user's file, or its downloads."""
+    spec = REGRESSION[wildcards.rdataset]
+    if "path" in spec:
+        return [spec["path"]]
+    return [f"{DOWNLOADS_DIR}/{item.path}" for item in regression_downloads(wildcards.rdataset)]
+
+
+def regression_files(wildcards):
+    """File name -> local path of a regression data set's downloads (for calibrepro.regression.data)."""
+    return {
+        os.path.basename(item.path): f"{DOWNLOADS_DIR}/{item.path}" for item in regression_downloads(wildcards.rdataset)
+    }
+
+
+def regression_model_options(wildcards):
+    return regression_models(REGRESSION[wildcards.rdataset])[wildcards.rmodel]
+
+
+def regression_evaluation_paths(wildcards):
+    return [
+        LAYOUT.regression_evaluation(dataset, model, split)
+        for dataset, model in REGRESSION_MODELS
+        for split in range(REGRESSION[dataset]["splits"])
+    ]
+
+
+def regression_table_outputs():
+    """Table name -> (md, tex) of the regression tables (none without a regression part)."""
+    if not REGRESSION:
+        return {}
+    from calibrepro.regression.metrics import REGRESSION_METRICS  # scipy: only with a regression part
+    from calibrepro.regression.report import table_names
+
+    names = table_names(REGRESSION_METRICS)
+    return {name: (LAYOUT.regression_table(name, "md"), LAYOUT.regression_table(name, "tex")) for name in names}
+
+
+def regression_figure_paths():
+    """Reliability curves of every regressor; per-hour RMSE and std of every time-series regressor."""
+    kinds = lambda dataset: ["reliability"] + (["horizon"] if REGRESSION[dataset]["source"] in SERIES_SOURCES else [])
+    return [
+        LAYOUT.regression_figure(kind, dataset, model, ext)
+        for dataset, model in REGRESSION_MODELS
+        for kind in kinds(dataset)
+        for ext in ("png", "pdf")
+    ]
+
+
+def regression_paths():
+    """Targets of workflow/rules/regression.smk for `rule all` (none without `regression:` in the config)."""
+    if not REGRESSION:
+        return []
+    tables = [path for pair in regression_table_outputs().values() for path in pair]
+    return [LAYOUT.regression_metrics, *tables, *regression_figure_paths(), LAYOUT.regression_reproduction]
 
 
 def check_sources():
@@ -264,6 +338,11 @@ WORKER_IMPORTS = {
     "bootstrap": (*_CALIBRATION, "calibrepro.bootstrap"),
     **dict.fromkeys(["reliability_figure", "named_figure", "ranks", "size_study_report"], _DRAWING),
     **dict.fromkeys(["table", "reproduction"], ("calibrepro.report.tables", "calibrepro.report.reproduction")),
+    "regression_data": ("calibrepro.regression.data",),
+    "regression_predict": ("torch._dynamo", "calibrepro.regression.models", "calibrepro.regression.predictions"),
+    "regression_evaluate": ("calibrepro.regression.recalibration", "calibrepro.regression.predictions"),
+    "regression_tables": ("calibrepro.regression.report", "calibrepro.report.tables"),
+    "regression_figure": ("calibrepro.regression.figures",),
 }
 
 

@@ -1,0 +1,104 @@
+"""Time the seed's whole regression half through Snakemake, and one model's recalibration + metrics.
+
+Runs the real workflow on the `regression:` part of config/blog.yaml (wine and crime with the four
+regressor kinds and 5 splits, the energy series with MC-Dropout, ensemble and evidential; every
+recalibrator, metric, table and figure) in a fresh working directory, with `--cores N` (2 by
+default), and reports the wall time and the peak resident memory of the largest process (the
+Snakemake process or one worker: `ru_maxrss` of the children). The data sets are downloaded on the
+first run into the working directory's `results/downloads` (or taken from `--downloads DIR`, e.g.
+a folder where an earlier run put them). Then it times, in this process, the recalibration of one
+MC-Dropout model's predictions with every recalibrator and all metrics (the issue's "under a second").
+
+    .venv/bin/python benchmarks/bench_regression.py [--cores 2] [--workdir DIR] [--downloads DIR]
+        [--config config/blog.yaml] [--only-recalibration PREDICTIONS.npz]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def regression_config(source: Path, workdir: Path, downloads: Path | None) -> Path:
+    """The `regression:` part of ``source`` alone (a regression-only configuration)."""
+    config = yaml.safe_load(source.read_text(encoding="utf-8"))
+    only = {"regression": config["regression"]}
+    if downloads is not None:
+        only["downloads"] = {"dir": str(downloads)}
+    path = workdir / "regression.yaml"
+    path.write_text(yaml.safe_dump(only, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def run_workflow(workdir: Path, config: Path, cores: int) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MiB) of the largest child process of one Snakemake run."""
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(workdir),
+               "--cores", str(cores), "--configfile", str(config)]
+    start = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if result.returncode != 0:
+        sys.exit(f"the workflow failed:\n{result.stderr[-4000:]}")
+    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # kB on Linux
+    return seconds, peak_mib
+
+
+def time_recalibration(predictions: Path, repeat: int = 3) -> float:
+    """Best of ``repeat``: every recalibrator fitted on the calibration part, every metric on the test part."""
+    from calibrepro.regression.distributions import predictive_from_arrays
+    from calibrepro.regression.metrics import REGRESSION_METRICS, sample_terms
+    from calibrepro.regression.predictions import load_predictions
+    from calibrepro.regression.recalibration import RECALIBRATORS, make_recalibrator
+
+    data = load_predictions(predictions)
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        test = predictive_from_arrays(data.family, data.test.params)
+        calibration = predictive_from_arrays(data.family, data.calibration.params)
+        for method in RECALIBRATORS:
+            recalibrator = make_recalibrator(method).fit(calibration, data.calibration.y)
+            terms = sample_terms(recalibrator.transform(test), data.test.y)
+            for spec in REGRESSION_METRICS.values():
+                spec.value(terms)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--workdir", type=Path, help="working directory (default: a new temporary one, removed after)")
+    parser.add_argument("--downloads", type=Path, help="folder holding the downloaded data sets (default: in the workdir)")
+    parser.add_argument("--config", type=Path, default=ROOT / "config" / "blog.yaml")
+    parser.add_argument("--only-recalibration", type=Path, metavar="NPZ", help="only time recalibration + metrics of NPZ")
+    args = parser.parse_args()
+    if args.only_recalibration:
+        print(f"recalibration + all metrics of {args.only_recalibration}: {time_recalibration(args.only_recalibration):.3f} s")
+        return
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench_regression_"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        config = regression_config(args.config, workdir, args.downloads)
+        seconds, peak = run_workflow(workdir, config, args.cores)
+        print(f"regression half of {args.config.name} on {args.cores} cores: {seconds:.1f} s, peak RSS {peak:.0f} MiB")
+        first = sorted((workdir / "results").glob("*/regression/predictions/*/mc_dropout/split0.npz"))
+        for path in first:
+            print(f"recalibration + all metrics of {path.relative_to(workdir)}: {time_recalibration(path):.3f} s")
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

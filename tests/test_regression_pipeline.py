@@ -1,0 +1,90 @@
+"""The regression steps of calibrepro.pipeline on a small cached data set: split -> predict -> evaluate -> tables."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from calibrepro import pipeline
+from calibrepro.regression.predictions import load_predictions
+from calibrepro.regression.splits import load_split, save_arrays
+
+SPEC = {"test_fraction": 0.2, "calibration_fraction": 0.25, "seed": 0}
+METHODS = ["uncalibrated", "isotonic", "isotonic_two_sided", "std_scaling"]
+METRICS = ["msce", "msce_two_sided", "miscalibration_area", "coverage_90", "coverage_95", "rmse", "nll", "crps",
+           "sharpness"]
+
+
+@pytest.fixture
+def cached(tmp_path):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 4))
+    y = x @ np.array([1.0, -2.0, 0.5, 0.0]) + rng.normal(size=300) * 0.5
+    save_arrays(tmp_path / "data.npz", x, y, series=False)
+    pipeline.regression_split_step(tmp_path / "data.npz", "toy", 0, SPEC, tmp_path / "split0.npz",
+                                   log=tmp_path / "split.log")
+    return tmp_path
+
+
+def predict(tmp_path, model, options, name=None):
+    output = tmp_path / f"{name or model}.npz"
+    pipeline.regression_predict_step(tmp_path / "data.npz", tmp_path / "split0.npz", output, model=model,
+                                     options=options, seed=0, log=tmp_path / f"{model}.log")
+    return output
+
+
+def test_predict_then_evaluate_writes_the_issue_s_files(cached):
+    path = predict(cached, "ensemble", {"members": 2, "epochs": 10, "hidden": 8})
+    predictions, split = load_predictions(path), load_split(cached / "split0.npz")
+    assert predictions.family == "gaussian_mixture" and predictions.metadata["kind"] == "ensemble"
+    assert np.array_equal(predictions.test.index, split.test) and np.array_equal(predictions.calibration.index,
+                                                                                  split.calibration)
+    with np.load(path) as archive:
+        mixture_mean = (archive["param_means"] * archive["param_weights"]).sum(axis=1)
+        assert np.allclose(archive["mean"], mixture_mean) and (archive["std"] > 0).all()
+    assert "ensemble member 2/2: epoch 10/10" in (cached / "ensemble.log").read_text()  # progress in the log
+    pipeline.regression_evaluate_step(path, cached / "eval.csv", cached / "curves.json", methods=METHODS,
+                                      dataset="toy", model="ensemble", split=0, log=cached / "eval.log")
+    rows = pd.read_csv(cached / "eval.csv")
+    assert list(rows.columns) == ["dataset", "model", "method", "split", "metric", "value"]
+    assert list(rows.method.unique()) == METHODS and list(rows.metric.unique()) == METRICS
+    values = rows.set_index(["method", "metric"]).value
+    assert values[("std_scaling", "rmse")] == values[("uncalibrated", "rmse")]  # std scaling keeps the mean
+    curves = json.loads((cached / "curves.json").read_text())
+    assert curves["order"] == METHODS and len(curves["methods"]["isotonic"]["one_sided"]) == len(curves["levels"])
+    assert curves["methods"]["std_scaling"]["recalibrator"]["method"] == "std_scaling"
+
+
+def test_steps_are_byte_identical_on_rerun_and_tables_follow(cached):
+    first = predict(cached, "evidential", {"epochs": 5, "hidden": 8}, name="a")
+    again = predict(cached, "evidential", {"epochs": 5, "hidden": 8}, name="b")
+    assert first.read_bytes() == again.read_bytes()
+    for name in ("a", "b"):
+        pipeline.regression_evaluate_step(cached / f"{name}.npz", cached / f"{name}.csv", cached / f"{name}.json",
+                                          methods=METHODS, dataset="toy", model="evidential", split=0)
+    assert (cached / "a.csv").read_bytes() == (cached / "b.csv").read_bytes()
+    assert (cached / "a.json").read_bytes() == (cached / "b.json").read_bytes()
+    pipeline.regression_gather_step([cached / "a.csv"], cached / "metrics.csv")
+    outputs = {"msce_one_sided": (cached / "t.md", cached / "t.tex")}
+    pipeline.regression_tables_step(cached / "metrics.csv", outputs, sources={"toy": "table"}, language="en")
+    assert "| Data set | Model |" in (cached / "t.md").read_text()
+    pipeline.regression_figure_step([cached / "a.json"], "reliability", cached / "r.png", cached / "r.pdf",
+                                    title="toy, evidential", language="ru")
+    assert (cached / "r.png").stat().st_size > 0 and (cached / "r.pdf").read_bytes().startswith(b"%PDF")
+
+
+def test_a_user_s_own_predictions_are_split_not_trained(tmp_path):
+    rng = np.random.default_rng(1)
+    y = rng.normal(size=200)
+    save_arrays(tmp_path / "data.npz", np.zeros((200, 0)), y, series=False,
+                given={"family": "gaussian", "params": {"mean": y + 0.1, "std": np.full(200, 0.5)}})
+    pipeline.regression_split_step(tmp_path / "data.npz", "own", 0, SPEC, tmp_path / "split0.npz")
+    path = predict(tmp_path, "predictions", {})
+    predictions = load_predictions(path)
+    assert predictions.family == "gaussian" and predictions.metadata == {"source": "predictions"}
+    split = load_split(tmp_path / "split0.npz")
+    assert np.array_equal(predictions.test.params["mean"], y[split.test] + 0.1)
+    assert np.array_equal(predictions.test.y, y[split.test])
