@@ -301,7 +301,7 @@ def regression_figure_paths():
 
 
 def regression_paths():
-    """Targets of workflow/rules/regression.smk for `rule all` (none without `regression:` in the config)."""
+    """Targets of workflow/rules/regression.smk (none in a configuration without a regression part)."""
     if not REGRESSION:
         return []
     tables = [path for pair in regression_table_outputs().values() for path in pair]
