@@ -149,6 +149,7 @@ def fit_step(
     *,
     bins: int,
     options: Mapping[str, Mapping] | None = None,
+    threads: int = 1,
     log=None,
 ) -> None:
     """Fit every calibrator named in ``outputs`` (method -> JSON path) on the calibration half.
@@ -157,6 +158,9 @@ def fit_step(
     much as one fit. ``options`` maps a method to its hyperparameters from the config's
     ``calibrator_options`` (e.g. the regularisation grid of ``dirichlet_odir``); only the
     calibration half is passed on, so cross-validation inside a fit never sees the test half.
+    ``threads`` goes to the calibrators that use threads (the folds of the full-matrix methods'
+    cross-validation; their results do not depend on it). A fit that did not converge is logged
+    as a warning (its JSON says so too).
     """
     from calibrepro.calibrators import make_calibrator
 
@@ -164,11 +168,94 @@ def fit_step(
         [(logits, labels)] = _halves(logits_path, split_path, "calibration")
         for method, output in outputs.items():
             start = time.perf_counter()
-            hyperparameters = {**(options or {}).get(method, {}), "bins": bins}
+            hyperparameters = {**(options or {}).get(method, {}), "bins": bins, "threads": threads}
             calibrator = make_calibrator(method, **hyperparameters).fit(logits, labels)
             write_json(output, {**calibrator.to_json(), "calibration_samples": int(len(labels))})
             seconds = time.perf_counter() - start
             logger.info("%s: fitted on %d samples in %.2f s -> %s", method, len(labels), seconds, output)
+            diagnostics = getattr(calibrator, "diagnostics_", {})
+            if diagnostics.get("converged") is False:
+                logger.warning(
+                    "%s: NOT CONVERGED (refit: %s; cross-validation: see 'converged' per grid point in %s); "
+                    "raise calibrator_options.%s.max_iter or the regularisation",
+                    method, diagnostics.get("stop_reason"), output, method,
+                )
+
+
+def logits_shape(logits_path, dataset: str) -> tuple[int, int] | None:
+    """(samples, classes) of a logits archive, else of the data set's published test set, else None."""
+    from calibrepro.datasets import CIFAR, IMAGENET_NUM_CLASSES, IMAGENET_NUM_VAL
+    from calibrepro.io import archive_members
+
+    if os.path.exists(logits_path):
+        members = archive_members(logits_path)
+        if "logits" in members:
+            return tuple(members["logits"][0])
+        with np.load(logits_path, allow_pickle=False) as archive:  # compressed: no header offset
+            return archive["logits"].shape
+    if dataset in CIFAR:
+        return CIFAR[dataset].num_test, CIFAR[dataset].num_classes
+    return (IMAGENET_NUM_VAL, IMAGENET_NUM_CLASSES) if dataset == "imagenet" else None
+
+
+def expected_fit_seconds(shape, method: str, options: Mapping, *, calibration_fraction: float) -> float | None:
+    """CPU seconds the cost model expects for one fit job (``None`` when the shape is unknown).
+
+    :func:`calibrepro.calibrators.dirichlet.estimated_seconds` for the method's planned fits
+    (cross-validation over its grid and the refit) on the calibration half of logits of ``shape``
+    (:func:`logits_shape`).
+    """
+    from calibrepro.calibrators import make_calibrator
+    from calibrepro.calibrators.dirichlet import estimated_seconds
+
+    if shape is None:
+        return None
+    n, k = shape
+    fits = make_calibrator(method, **options).planned_fits()
+    return estimated_seconds(round(n * calibration_fraction), k, fits)
+
+
+def fit_minutes(shape, method: str, options: Mapping, *, calibration_fraction: float, threads: int) -> int:
+    """Wall-clock minutes to ask for one fit job of a full-matrix method (a Slurm job's runtime).
+
+    Three times :func:`expected_fit_seconds`, spread over ``threads`` (at most one per CV fold),
+    plus 5 minutes to start; 120 minutes when the shape is unknown.
+    """
+    import math
+
+    seconds = expected_fit_seconds(shape, method, options, calibration_fraction=calibration_fraction)
+    if seconds is None:
+        return 120
+    folds = int(options.get("folds", 5))
+    return 5 + math.ceil(3 * seconds / max(1, min(threads, folds)) / 60)
+
+
+def fit_plan_summary(jobs: Sequence[tuple], *, calibration_fraction: float, threads: int) -> str:
+    """One line: the full-matrix fit jobs of a run and the CPU time the cost model expects for them.
+
+    ``jobs`` holds ``(shape, method, options)`` per job (shape ``None`` when unknown); jobs whose
+    estimate exceeds their ``cpu_flop_budget`` are counted apart: on the CPU they fail at once.
+    """
+    from calibrepro.calibrators import make_calibrator
+    from calibrepro.calibrators.dirichlet import _CPU_FLOPS
+
+    seconds, refused, unknown = 0.0, 0, 0
+    for shape, method, options in jobs:
+        estimate = expected_fit_seconds(shape, method, options, calibration_fraction=calibration_fraction)
+        if estimate is None:
+            unknown += 1
+        elif estimate * _CPU_FLOPS > make_calibrator(method, **options).cpu_flop_budget:
+            refused += 1
+        else:
+            seconds += estimate
+    hours = seconds / 3600
+    return (
+        f"calibrepro: {len(jobs)} full-matrix fit jobs (Dir-L2, Dir-ODIR, MS-ODIR): expected about "
+        + (f"{hours:.1f} CPU-hours" if hours >= 1 else f"{seconds / 60:.0f} CPU-minutes")
+        + f" ({threads} threads per job; cost model calibrepro.calibrators.dirichlet.estimated_flops)"
+        + (f"; {refused} above their cpu_flop_budget: they fail on the CPU (GPU needed)" if refused else "")
+        + (f"; {unknown} on logits of unknown shape not counted" if unknown else "")
+    )
 
 
 def load_calibrator(path, method: str):

@@ -26,13 +26,13 @@ rule split:
         )
 
 
-# One job per model and seed fits all its calibrators: the logits are read once, not once per method.
+# One job per model and seed fits its quick calibrators: the logits are read once, not once per method.
 rule fit_calibrators:
     input:
         logits=LAYOUT.logits("{dataset}", "{model}"),
         split=LAYOUT.split("{dataset}", "{seed}"),
     output:
-        [LAYOUT.calibrator("{dataset}", "{model}", method, "{seed}") for method in METHODS],
+        [LAYOUT.calibrator("{dataset}", "{model}", method, "{seed}") for method in QUICK_METHODS],
     log:
         LAYOUT.log("fit_calibrators", "{dataset}/{model}/seed{seed}"),
     priority: size_priority
@@ -42,6 +42,43 @@ rule fit_calibrators:
         runtime=30,
     params:
         bins=BINS,
-        options=config["calibrator_options"],
+        options={
+            method: config["calibrator_options"][method]
+            for method in QUICK_METHODS
+            if method in config["calibrator_options"]
+        },
     run:
-        pipeline.fit_step(input.logits, input.split, calibrator_paths(wildcards), log=log[0], **params)
+        pipeline.fit_step(input.logits, input.split, quick_calibrator_paths(wildcards), log=log[0], **params)
+
+
+# The full-matrix methods (Dir-L2, Dir-ODIR, MS-ODIR) take seconds to hours: a job each, so that a killed
+# or failed fit keeps the other methods' files (a rerun fits only what is missing), and each asks for the
+# time the cost model expects for its method, grid and the model's logits (pipeline.fit_minutes).
+rule fit_calibrator:
+    input:
+        logits=LAYOUT.logits("{dataset}", "{model}"),
+        split=LAYOUT.split("{dataset}", "{seed}"),
+    output:
+        LAYOUT.calibrator("{dataset}", "{model}", "{method}", "{seed}"),
+    log:
+        LAYOUT.log("fit_calibrator", "{dataset}/{model}/{method}/seed{seed}"),
+    wildcard_constraints:
+        method="|".join(OWN_JOB_METHODS) or "(?!x)x",
+    priority: size_priority
+    threads: FIT_THREADS
+    resources:
+        mem_mb=4000,
+        runtime=fit_runtime,
+    params:
+        bins=BINS,
+        options=lambda wildcards: {wildcards.method: config["calibrator_options"].get(wildcards.method, {})},
+    run:
+        pipeline.fit_step(
+            input.logits,
+            input.split,
+            {wildcards.method: output[0]},
+            log=log[0],
+            bins=params.bins,
+            options=params.options,
+            threads=threads,
+        )

@@ -21,7 +21,7 @@ from calibrepro.config import (
     source_settings,
     validate_config,
 )
-from calibrepro.calibrators import module_of
+from calibrepro.calibrators import OWN_JOB, module_of
 from calibrepro.layout import Layout
 from calibrepro.io import LogitsFileError, check_agreement
 from calibrepro.zoo import LogitsRequest, get_source
@@ -55,6 +55,9 @@ else:
 MODELS = model_keys(config)  # [(dataset, model)] in config order
 SEEDS = config["split"]["seeds"]
 METHODS = config["calibrators"]
+OWN_JOB_METHODS = [method for method in METHODS if method in OWN_JOB]  # a fit job each (rule fit_calibrator)
+QUICK_METHODS = [method for method in METHODS if method not in OWN_JOB]
+FIT_THREADS = 2  # threads of a full-matrix fit job (its cross-validation folds; results do not depend on it)
 METRICS = config["metrics"]
 BINS = config["bins"]
 DOWNLOADS_DIR = config["downloads"]["dir"]
@@ -165,6 +168,43 @@ def split_source(wildcards):
     """The labels of a data set's split come from its alphabetically first model (all must agree)."""
     first = sorted(config["models"][wildcards.dataset])[0]
     return LAYOUT.logits(wildcards.dataset, first)
+
+
+def quick_calibrator_paths(wildcards):
+    """Method -> fitted calibrator file of the methods fitted together (rule fit_calibrators)."""
+    return {
+        method: LAYOUT.calibrator(wildcards.dataset, wildcards.model, method, wildcards.seed)
+        for method in QUICK_METHODS
+    }
+
+
+def fit_runtime(wildcards):
+    """Minutes one full-matrix fit job asks for: the cost model's, for this method and model (pipeline.fit_minutes)."""
+    shape = pipeline.logits_shape(LAYOUT.logits(wildcards.dataset, wildcards.model), wildcards.dataset)
+    options = config["calibrator_options"].get(wildcards.method, {})
+    fraction = config["split"]["calibration_fraction"]
+    return pipeline.fit_minutes(shape, wildcards.method, options, calibration_fraction=fraction, threads=FIT_THREADS)
+
+
+def announce_fit_plan():
+    """Say, when the run fits full-matrix methods, how many such jobs it plans and their expected CPU time."""
+    if not OWN_JOB_METHODS:
+        return
+    jobs = [
+        (
+            pipeline.logits_shape(LAYOUT.logits(dataset, model), dataset),
+            method,
+            config["calibrator_options"].get(method, {}),
+        )
+        for dataset, model in MODELS
+        for method in OWN_JOB_METHODS
+        for _ in SEEDS
+    ]
+    fraction = config["split"]["calibration_fraction"]
+    print(pipeline.fit_plan_summary(jobs, calibration_fraction=fraction, threads=FIT_THREADS), file=sys.stderr)
+
+
+announce_fit_plan()
 
 
 def calibrator_paths(wildcards):
@@ -334,7 +374,7 @@ def check_sources():
 _CALIBRATION = ("torch._dynamo", "calibrepro.reliability", *sorted({module_of(method) for method in METHODS}))
 _DRAWING = ("calibrepro.report.figures", "calibrepro.report.cd_diagram")
 WORKER_IMPORTS = {
-    **dict.fromkeys(["fit_calibrators", "evaluate", "size_study"], _CALIBRATION),
+    **dict.fromkeys(["fit_calibrators", "fit_calibrator", "evaluate", "size_study"], _CALIBRATION),
     "bootstrap": (*_CALIBRATION, "calibrepro.bootstrap"),
     **dict.fromkeys(["reliability_figure", "named_figure", "ranks", "size_study_report"], _DRAWING),
     **dict.fromkeys(["table", "reproduction"], ("calibrepro.report.tables", "calibrepro.report.reproduction")),

@@ -50,6 +50,10 @@ _REGISTERED = {
     "ensemble_temperature_scaling": "ensemble_scaling:EnsembleTemperatureScaling",
 }
 
+#: the methods whose fits take seconds to hours (full-matrix, cross-validated grid; issue 18): the
+#: workflow fits each in a job of its own, so that a killed fit keeps the other methods' files
+OWN_JOB = ("dirichlet_l2", "dirichlet_odir", "matrix_scaling_odir")
+
 #: what this package exports from its modules (imported on first access, as the registry's classes)
 _EXPORTS = {
     **{location.split(":")[1]: location for location in _REGISTERED.values()},
@@ -96,7 +100,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["CALIBRATORS", "UnknownCalibratorError", "calibrator_from_json", "make_calibrator", *_EXPORTS]
+__all__ = ["CALIBRATORS", "OWN_JOB", "UnknownCalibratorError", "calibrator_from_json", "make_calibrator", *_EXPORTS]
 
 
 class UnknownCalibratorError(ValueError):
