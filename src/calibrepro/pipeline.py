@@ -250,9 +250,10 @@ def fit_plan_summary(jobs: Sequence[tuple], *, calibration_fraction: float, thre
             seconds += estimate
     hours = seconds / 3600
     return (
-        f"calibrepro: {len(jobs)} full-matrix fit jobs (Dir-L2, Dir-ODIR, MS-ODIR): expected about "
+        f"calibrepro: {len(jobs)} full-matrix fit jobs (Dir-L2, Dir-ODIR, MS-ODIR): expected at most about "
         + (f"{hours:.1f} CPU-hours" if hours >= 1 else f"{seconds / 60:.0f} CPU-minutes")
-        + f" ({threads} threads per job; cost model calibrepro.calibrators.dirichlet.estimated_flops)"
+        + f" ({threads} threads per job; cost model calibrepro.calibrators.dirichlet.estimated_flops, every grid point"
+        " fitted: early stopping skips some)"
         + (f"; {refused} above their cpu_flop_budget: they fail on the CPU (GPU needed)" if refused else "")
         + (f"; {unknown} on logits of unknown shape not counted" if unknown else "")
     )
