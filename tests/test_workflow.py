@@ -210,7 +210,6 @@ def test_unknown_config_key_fails_before_any_job(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
-<<<<<<< HEAD
 def test_a_configuration_reports_only_its_own_outputs(tmp_path):
     synthetic_logits(tmp_path / "a.npz")
     models = {"net_a": {"source": "logits", "path": "a.npz"}}
@@ -244,7 +243,8 @@ def test_a_missing_path_stops_the_run_naming_its_key_even_after_a_cached_run(tmp
         assert result.returncode != 0
         assert "models.mydata.net_a.path: a-typo.npz does not exist" in output
         assert "Nothing to be done" not in output and "Traceback" not in output
-=======
+
+
 def test_a_failed_full_matrix_fit_keeps_the_other_methods(tmp_path):
     """Each full-matrix method has a fit job of its own: one that fails (or is killed) leaves the others'
     files, and the rerun fits only the missing method (issue 18)."""
@@ -253,13 +253,13 @@ def test_a_failed_full_matrix_fit_keeps_the_other_methods(tmp_path):
     options = {"dirichlet_l2": {"lambdas": [0.1, 1.0], "folds": 3}, "dirichlet_odir": {"lambdas": [0.1, 1.0], "mus": [1.0]}}
     models = {"net_a": {"source": "logits", "path": "a.npz"}}
     refusing = {**options, "dirichlet_odir": {**options["dirichlet_odir"], "cpu_flop_budget": 1.0}}
-    targets = [f"results/calibrators/mydata/net_a/{method}/seed0.json" for method in methods]
+    targets = [f"results/byo/calibrators/mydata/net_a/{method}/seed0.json" for method in methods]
     config = byo_config(tmp_path, models, calibrators=methods, calibrator_options=refusing)
     failed = run_snakemake(tmp_path, "--keep-going", *targets, "--configfile", str(config))
     assert failed.returncode != 0
     kept = [tmp_path / target for target in targets[:2]]
     assert all(path.is_file() for path in kept) and not (tmp_path / targets[2]).exists()
-    log = (tmp_path / "results/logs/fit_calibrator/mydata/net_a/dirichlet_odir/seed0.log").read_text()
+    log = (tmp_path / "results/byo/logs/fit_calibrator/mydata/net_a/dirichlet_odir/seed0.log").read_text()
     assert "cpu_flop_budget" in log
     before = [path.stat().st_mtime_ns for path in kept]
     config = byo_config(tmp_path, models, calibrators=methods, calibrator_options=options)
@@ -269,4 +269,3 @@ def test_a_failed_full_matrix_fit_keeps_the_other_methods(tmp_path):
     assert [path.stat().st_mtime_ns for path in kept] == before
     assert (tmp_path / targets[2]).is_file()
     assert "rule fit_calibrator:" in again.stderr and "rule fit_calibrators:" not in again.stderr
->>>>>>> 18cde55 (Full-matrix methods fitted in a job each (rule fit_calibrator): a killed or failed fit keeps the other methods' files, the rerun fits only what is missing; Slurm runtime from the cost model; the run states its planned full-matrix fits and their expected CPU time; non-converged fits logged as warnings)
