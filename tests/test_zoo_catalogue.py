@@ -115,6 +115,10 @@ def test_models_command_filters(capsys):
     assert "no pinned model of source huyvnphan for data set 'cifar100'; data sets: cifar10" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["models", "--source", "logits"])  # not a source of pinned models
+    assert main(["models", "--source", "timm", "--filter", "convnext_tiny.fb_in22k"]) == 0
+    assert "convnext_tiny.fb_in22k_ft_in1k" in capsys.readouterr().out.split()
+    assert main(["models", "--source", "torchvision", "--filter", "resnet50"]) == 0
+    assert "resnet50.IMAGENET1K_V2" in capsys.readouterr().out.split()
 
 
 def test_schema_source_enum_is_the_registry():
@@ -133,7 +137,7 @@ def test_schema_validates_sources_from_the_registry(monkeypatch):
     config = {"models": {"imagenet": {"b8": {"source": "timm", "name": "tf_efficientnet_b8", "batch_size": 32}}}}
     assert validate_config(config, schema)["models"]["imagenet"]["b8"]["batch_size"] == 32
     # the pretrained sources' branch applies: it allows exactly its options
-    with pytest.raises(ConfigError, match=r"models.imagenet.b8: unknown key\(s\) 'nme' \(allowed: batch_size, name, source\)"):
+    with pytest.raises(ConfigError, match=r"models.imagenet.b8: unknown key\(s\) 'nme' \(allowed: batch_size, file, name, sha256, source\)"):
         validate_config({"models": {"imagenet": {"b8": {"source": "timm", "nme": "x"}}}}, schema)
     with pytest.raises(ConfigError, match="'tim' is not one of logits, demo, akamaster, chenyaofo, huyvnphan, timm"):
         validate_config({"models": {"imagenet": {"b8": {"source": "tim"}}}}, schema)

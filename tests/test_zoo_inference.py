@@ -65,7 +65,8 @@ def test_device_selection():
 
 
 def test_settings_and_environment():
-    assert inference_settings({}) == {"device": "auto", "batch_size": 256, "workers": 2, "amp": False}
+    assert inference_settings({}) == {"device": "auto", "batch_size": 256, "workers": 2, "amp": False,
+                                     "preprocessing": "batched"}
     assert inference_settings({"inference": {"batch_size": 8}})["batch_size"] == 8
     info = environment(torch.device("cpu"))
     assert info["torch"] == torch.__version__ and {"torchvision", "timm", "numpy", "device_name"} <= set(info)
@@ -127,3 +128,26 @@ def test_a_file_that_is_no_checkpoint_is_named(tmp_path):
     path.write_text("<html>quota exceeded</html>")
     with pytest.raises(CheckpointError, match=f"{path}: not a readable PyTorch checkpoint"):
         load_weights(path)
+
+
+def test_predict_array_gives_the_reference_path_inputs_and_logits():
+    """Batched on-device preprocessing equals ToTensor + Normalize image by image, bit for bit (CPU)."""
+    from calibrepro.datasets import ArrayImages
+    from calibrepro.inference import predict_array
+    from calibrepro.zoo._pretrained import cifar_transform
+
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, size=(37, 8, 8, 3), dtype=np.uint8)
+    labels = rng.integers(0, 10, size=37)
+    mean, std = [0.4914, 0.4822, 0.4465], [0.247, 0.243, 0.261]
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Flatten(), torch.nn.Linear(4 * 36, 10))
+    reference = predict(model, ArrayImages(images, labels, cifar_transform(mean, std)), batch_size=10, progress=False)
+    batched = predict_array(model, images, mean, std, batch_size=10, progress=False)
+    assert batched.dtype == np.float32 and np.array_equal(batched, reference)
+    identity = torch.nn.Flatten()  # the inputs themselves
+    inputs = predict_array(identity, images, mean, std, batch_size=7, progress=False)
+    expected = np.stack([cifar_transform(mean, std)(image).numpy().ravel() for image in images])
+    assert np.array_equal(inputs, expected)
+    with pytest.raises(ValueError, match="uint8"):
+        predict_array(model, images.astype(np.float32), mean, std, progress=False)

@@ -161,8 +161,11 @@ def test_check_fails_early_without_imagenet_and_for_unknown_names(tmp_path, monk
     settings = {**SETTINGS, "datasets": {"imagenet": {"root": str(tmp_path / "nowhere")}}}
     with pytest.raises(DatasetError, match="nowhere does not exist"):
         source.check("imagenet", "repvgg_b3", {"source": "timm"}, settings)
-    with pytest.raises(ModelSourceError, match="no imagenet model named 'resnet50'"):
-        source.check("imagenet", "resnet50", {"source": "timm"}, SETTINGS)
+    # a name without a pin is any timm tag (calibrepro.zoo.timm_hub); an unknown one says the closest
+    with pytest.raises(ModelSourceError, match="lists no pretrained model 'resnt50'; closest: .*resnet50"):
+        source.check("imagenet", "resnt50", {"source": "timm"}, SETTINGS)
+    with pytest.raises(ModelSourceError, match="sha256 apply only to timm names without a pin"):
+        source.check("imagenet", "repvgg_b3", {"source": "timm", "sha256": "0" * 64}, SETTINGS)
 
 
 

@@ -74,6 +74,12 @@ def _check_logits(args: argparse.Namespace) -> int:
 def _models(args: argparse.Namespace) -> int:
     from calibrepro.zoo.catalogue import catalogue, catalogue_table
 
+    if args.filter is not None or args.source == "torchvision":  # torchvision has no pins, only names
+        names = _names(args.source or "timm", args.filter or "")
+        if not names:
+            raise ValueError(f"no {args.source or 'timm'} name contains {args.filter!r}")
+        print("\n".join(names))
+        return 0
     rows = catalogue(source=args.source, dataset=args.dataset)
     if not rows:
         known = sorted({row.dataset for row in catalogue(source=args.source)})
@@ -81,6 +87,24 @@ def _models(args: argparse.Namespace) -> int:
         raise ValueError(f"no pinned model{of} for data set {args.dataset!r}; data sets: {', '.join(known)}")
     print(catalogue_table(rows), end="")
     return 0
+
+
+#: sources that take any name their library knows (``calibrepro models --source S --filter PART``)
+NAMED_SOURCES = ("timm", "torchvision")
+
+
+def _names(source: str, part: str) -> list[str]:
+    """The names a model entry of ``source`` can take that contain ``part``: timm tags, torchvision weights."""
+    if source == "timm":
+        import timm
+
+        return [name for name in timm.list_pretrained() if part in name]
+    if source == "torchvision":
+        import torchvision
+
+        return [f"{builder}.{weights.name}" for builder in torchvision.models.list_models(torchvision.models)
+                if part in builder for weights in torchvision.models.get_model_weights(builder)]
+    raise ValueError(f"--filter lists the names of {' and '.join(NAMED_SOURCES)}; source {source!r} has pins only")
 
 
 def add_command(commands, name: str, handler, summary: str, example: str) -> argparse.ArgumentParser:
@@ -133,11 +157,14 @@ def build_parser() -> argparse.ArgumentParser:
         commands,
         "models",
         _models,
-        "list the pinned pretrained models: source, data set, licence, published top-1",
-        "calibrepro models --source chenyaofo --dataset cifar100",
+        "list the pinned pretrained models: source, data set, licence, published top-1; with --filter, the "
+        "names a timm or torchvision model entry can take",
+        "calibrepro models --source timm --filter convnext",
     )
-    models.add_argument("--source", choices=PRETRAINED_SOURCES, help="only this source's models")
+    models.add_argument("--source", choices=sorted({*PRETRAINED_SOURCES, *NAMED_SOURCES}), help="only this source's models")
     models.add_argument("--dataset", help="only the models of this data set (e.g. cifar100)")
+    models.add_argument("--filter", metavar="PART",
+                        help="list the names timm or torchvision know that contain PART (e.g. convnext), not the pins")
 
     examples = "".join(f"  {sub.get_default('example')}\n" for sub in commands.choices.values())
     parser.epilog = f"examples:\n{examples}\n{EPILOG}"

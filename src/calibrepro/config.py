@@ -137,6 +137,7 @@ def validate_config(config: dict, schema: dict) -> dict:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines))
     config.setdefault("models", {})  # a regression-only configuration
     _check_cross_references(config)
+    _check_shifts(config)
     _check_uncertainty(config)
     return config
 
@@ -213,6 +214,37 @@ def run_name(config: dict, configfiles: Sequence[str | Path]) -> str:
             "(letters, digits, _, - and ., not 'downloads')"
         )
     return stem
+
+
+#: sources whose networks run on any evaluation set, so also on a shifted one (datasets.<key>.calibrate_on)
+SHIFTABLE_SOURCES = ("timm", "torchvision", "checkpoint")
+
+
+def shift_sets(config: dict) -> dict[str, str]:
+    """Shifted data set -> the data set it is calibrated on (``datasets.<key>.calibrate_on``), in config order."""
+    return {
+        key: entry["calibrate_on"]
+        for key, entry in (config.get("datasets") or {}).items()
+        if isinstance(entry, dict) and entry.get("calibrate_on")
+    }
+
+
+def _check_shifts(config: dict) -> None:
+    """A shifted set names a configured data set of network models, and has no models of its own."""
+    for shifted, base in shift_sets(config).items():
+        key = f"datasets.{shifted}.calibrate_on"
+        if shifted in config["models"]:
+            raise ConfigError(f"{key}: {shifted} is tested with the models of {base}; remove models.{shifted}")
+        if base not in config["models"]:
+            raise ConfigError(f"{key}: {base!r} has no models (configured: {', '.join(config['models'])})")
+        if base in shift_sets(config):
+            raise ConfigError(f"{key}: {base} is itself a shifted set; name the set its calibrators are fitted on")
+        for model, spec in config["models"][base].items():
+            if spec["source"] not in SHIFTABLE_SOURCES:
+                raise ConfigError(
+                    f"{key}: models.{base}.{model} (source {spec['source']}) cannot run on another data set; a "
+                    f"shifted set needs models of the sources {', '.join(SHIFTABLE_SOURCES)}"
+                )
 
 
 def source_settings(config: dict, results: str) -> dict:

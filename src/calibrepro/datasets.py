@@ -274,6 +274,9 @@ class ImageFiles:
     def __getitem__(self, i: int):
         from PIL import Image
 
-        with open(self.paths[i], "rb") as handle:
-            image = Image.open(handle).convert("RGB")
+        try:
+            with open(self.paths[i], "rb") as handle:
+                image = Image.open(handle).convert("RGB")
+        except OSError as error:  # PIL's UnidentifiedImageError and truncated files are OSErrors
+            raise DatasetError(f"{self.paths[i]}: not a readable image ({error}); replace or remove the file") from None
         return self.transform(image), int(self.labels[i])

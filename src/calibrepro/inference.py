@@ -5,6 +5,13 @@ available, else the CPU; or cpu, cuda, cuda:N), ``batch_size``, ``workers`` (Dat
 processes) and ``amp`` (float16 autocast on CUDA only, off by default). With ``amp`` off the GPU runs
 in full float32 (TF32 disabled for matmuls and convolutions), so that logits computed on a GPU and
 on a CPU agree to float32 rounding. Logits are returned as float32 in dataset order.
+
+``preprocessing`` picks how an in-memory image array (CIFAR) is prepared: ``batched`` (default,
+:func:`predict_array`: the whole uint8 array goes to the device once and each batch is scaled and
+normalised there, the same float32 operations as torchvision's ``ToTensor`` + ``Normalize``) or
+``reference`` (image by image in DataLoader workers, through the torchvision transforms).
+Per-image preprocessing made the CIFAR logits step 7-17x slower than the bare forward pass on an
+H100 (benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import numpy as np
 import torch
 
 #: defaults of the config section ``inference`` (the schema documents each key)
-DEFAULTS = {"device": "auto", "batch_size": 256, "workers": 2, "amp": False}
+DEFAULTS = {"device": "auto", "batch_size": 256, "workers": 2, "amp": False, "preprocessing": "batched"}
 
 
 def inference_settings(config: dict) -> dict:
@@ -96,16 +103,72 @@ def predict(
     use_amp = bool(amp) and device.type == "cuda"
     autocast = torch.autocast(device_type="cuda", dtype=torch.float16) if use_amp else nullcontext()
     outputs = []
-    with _full_precision(device, use_amp), torch.inference_mode():
-        for inputs, _ in tqdm(loader, desc=desc, unit="batch", disable=not progress, file=sys.stderr):
-            with autocast:
-                logits = model(inputs.to(device, non_blocking=True))
-            if isinstance(logits, (tuple, list)):  # models returning (logits, aux) in eval mode
-                logits = logits[0]
-            outputs.append(logits.float().cpu())
+    try:
+        with _full_precision(device, use_amp), torch.inference_mode():
+            for inputs, _ in tqdm(loader, desc=desc, unit="batch", disable=not progress, file=sys.stderr):
+                with autocast:
+                    logits = model(inputs.to(device, non_blocking=True))
+                if isinstance(logits, (tuple, list)):  # models returning (logits, aux) in eval mode
+                    logits = logits[0]
+                outputs.append(logits.float().cpu())
+    except ValueError as error:
+        # a DataLoader worker's error comes back as "Caught X in DataLoader worker ...", its traceback,
+        # then "module.X: <message>": keep the message only
+        lines = str(error).strip().splitlines()
+        if len(lines) > 1 and lines[0].startswith("Caught "):
+            raise type(error)(lines[-1].split(": ", 1)[-1]) from None
+        raise
     if not outputs:
         raise ValueError("the dataset is empty: no logits to compute")
     return torch.cat(outputs).numpy().astype(np.float32, copy=False)
+
+
+def predict_array(
+    model: torch.nn.Module,
+    images: np.ndarray,
+    mean,
+    std,
+    *,
+    device: torch.device | str = "cpu",
+    batch_size: int = 256,
+    amp: bool = False,
+    progress: bool = True,
+    desc: str = "logits",
+) -> np.ndarray:
+    """Logits ``(N, K)`` float32 of ``model`` on ``images`` ``(N, H, W, C)`` uint8, preprocessed on the device.
+
+    Each batch is ``(x / 255 - mean) / std`` in float32, channel first: element for element the
+    operations of ``transforms.ToTensor()`` then ``transforms.Normalize(mean, std)``, so the inputs
+    equal the reference path's bit for bit on the same device (checked in tests/test_zoo_inference.py).
+    """
+    from tqdm.auto import tqdm
+
+    if images.ndim != 4 or images.dtype != np.uint8:
+        raise ValueError(f"predict_array needs (N, H, W, C) uint8 images, got {images.shape} {images.dtype}")
+    if not len(images):
+        raise ValueError("the dataset is empty: no logits to compute")
+    device = torch.device(device)
+    pixels = torch.from_numpy(np.ascontiguousarray(images))
+    if device.type == "cuda":  # one host-to-device copy of the uint8 array (a quarter of the float32 size)
+        pixels = pixels.pin_memory().to(device, non_blocking=True)
+    shape = (1, -1, 1, 1)
+    mean_t = torch.as_tensor(mean, dtype=torch.float32, device=device).view(shape)
+    std_t = torch.as_tensor(std, dtype=torch.float32, device=device).view(shape)
+    model = model.to(device).eval()
+    use_amp = bool(amp) and device.type == "cuda"
+    autocast = torch.autocast(device_type="cuda", dtype=torch.float16) if use_amp else nullcontext()
+    outputs = []
+    batches = range(0, len(pixels), batch_size)
+    with _full_precision(device, use_amp), torch.inference_mode():
+        for start in tqdm(batches, desc=desc, unit="batch", disable=not progress, file=sys.stderr):
+            batch = pixels[start : start + batch_size].to(device).permute(0, 3, 1, 2).contiguous()
+            inputs = batch.to(torch.float32).div(255).sub(mean_t).div(std_t)
+            with autocast:
+                logits = model(inputs)
+            if isinstance(logits, (tuple, list)):
+                logits = logits[0]
+            outputs.append(logits.float())
+    return torch.cat(outputs).cpu().numpy().astype(np.float32, copy=False)
 
 
 def environment(device: torch.device) -> dict:

@@ -293,23 +293,65 @@ def evaluate_step(
     Writes the model's rows of ``metrics.csv`` (``metrics_output``) and the reliability-diagram bins
     of every method (``reliability_output``).
     """
+    with step_log(log) as logger:
+        [(logits, labels)] = _halves(logits_path, split_path, "test")
+        _evaluate(logits, labels, calibrators, metrics_output, reliability_output, logger, metrics=metrics, bins=bins,
+                  dataset=dataset, model=model, seed=seed)
+
+
+@offload
+def shift_evaluate_step(
+    logits_path,
+    calibrated_on_logits,
+    metrics_output,
+    reliability_output,
+    *,
+    calibrators: Mapping[str, str | Path],
+    metrics: Sequence[str],
+    bins: int,
+    dataset: str,
+    model: str,
+    seed: int,
+    log=None,
+) -> None:
+    """Every metric of the calibrators fitted on another data set's calibration half, on all of ``dataset``.
+
+    The test under distribution shift of Ovadia et al. (2019, "Can you trust your model's
+    uncertainty?"): the calibrators of ``calibrated_on_logits``' data set, unchanged, on every
+    sample of the shifted set. Both logits must have the same classes (count, and names where the
+    archives record them).
+    """
+    with step_log(log) as logger:
+        shifted, reference = load_logits(logits_path), load_logits(calibrated_on_logits, rows=np.arange(1))
+        if shifted.logits.shape[1] != reference.logits.shape[1] or (
+            shifted.metadata.get("classes", reference.metadata.get("classes")) != reference.metadata.get("classes")
+        ):
+            raise SplitMismatchError(
+                f"{logits_path}: its classes differ from those of {calibrated_on_logits}; a shifted data set must "
+                "have the classes of the set it is calibrated on (datasets.<key>.classes, in the same order)"
+            )
+        _evaluate(shifted.logits, shifted.labels, calibrators, metrics_output, reliability_output, logger,
+                  metrics=metrics, bins=bins, dataset=dataset, model=model, seed=seed)
+
+
+def _evaluate(logits, labels, calibrators, metrics_output, reliability_output, logger, *, metrics, bins, dataset,
+              model, seed) -> None:
+    """Apply each fitted calibrator (method -> JSON path), write the metric rows and reliability bins."""
     from calibrepro.reliability import reliability_bins, write_reliability  # scipy.stats: only where used
 
-    with step_log(log) as logger:
-        fitted = {method: load_calibrator(path, method) for method, path in calibrators.items()}
-        [(logits, labels)] = _halves(logits_path, split_path, "test")
-        rows, reliability = [], {}
-        for method, calibrator in fitted.items():
-            start = time.perf_counter()
-            probabilities = calibrator.predict_proba(logits)
-            values = compute_metrics(probabilities, labels, metrics, bins=bins)
-            rows += [(dataset, model, method, seed, metric, values[metric]) for metric in metrics]
-            reliability[method] = reliability_bins(probabilities, labels, bins=bins)
-            summary = ", ".join(f"{metric} {values[metric]:.6g}" for metric in metrics)
-            logger.info("%s: %s (%.2f s)", method, summary, time.perf_counter() - start)
-        write_text(metrics_output, format_metrics(rows))
-        write_reliability(reliability_output, dataset=dataset, model=model, seed=seed, bins=bins, methods=reliability)
-        logger.info("%d test samples; wrote %s and %s", len(labels), metrics_output, reliability_output)
+    fitted = {method: load_calibrator(path, method) for method, path in calibrators.items()}
+    rows, reliability = [], {}
+    for method, calibrator in fitted.items():
+        start = time.perf_counter()
+        probabilities = calibrator.predict_proba(logits)
+        values = compute_metrics(probabilities, labels, metrics, bins=bins)
+        rows += [(dataset, model, method, seed, metric, values[metric]) for metric in metrics]
+        reliability[method] = reliability_bins(probabilities, labels, bins=bins)
+        summary = ", ".join(f"{metric} {values[metric]:.6g}" for metric in metrics)
+        logger.info("%s: %s (%.2f s)", method, summary, time.perf_counter() - start)
+    write_text(metrics_output, format_metrics(rows))
+    write_reliability(reliability_output, dataset=dataset, model=model, seed=seed, bins=bins, methods=reliability)
+    logger.info("%d test samples; wrote %s and %s", len(labels), metrics_output, reliability_output)
 
 
 def gather_metrics_step(inputs: Sequence[str | Path], output, *, log=None) -> None:

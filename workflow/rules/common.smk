@@ -18,6 +18,7 @@ from calibrepro.config import (
     regression_keys,
     regression_models,
     run_name,
+    shift_sets,
     source_settings,
     validate_config,
 )
@@ -53,6 +54,10 @@ if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
 else:
     PYTHON = f'"{sys.executable}"'
 MODELS = model_keys(config)  # [(dataset, model)] in config order
+#: shifted data set -> the data set whose calibrators it is tested with (datasets.<key>.calibrate_on)
+SHIFTS = shift_sets(config)
+#: (shifted data set, model) for every model of the set it is calibrated on
+SHIFTED = [(shifted, model) for shifted, base in SHIFTS.items() for model in config["models"][base]]
 SEEDS = config["split"]["seeds"]
 METHODS = config["calibrators"]
 OWN_JOB_METHODS = [method for method in METHODS if method in OWN_JOB]  # a fit job each (rule fit_calibrator)
@@ -82,9 +87,14 @@ wildcard_constraints:
     seed=r"\d+",
 
 
+def spec_of(dataset, model):
+    """The config entry of a model; on a shifted data set, the entry of the set it is calibrated on."""
+    return config["models"][SHIFTS.get(dataset, dataset)][model]
+
+
 def model_spec(wildcards):
     """The config entry of the model named by the wildcards."""
-    return config["models"][wildcards.dataset][wildcards.model]
+    return spec_of(wildcards.dataset, wildcards.model)
 
 
 def source_of(wildcards):
@@ -92,7 +102,7 @@ def source_of(wildcards):
 
 
 def model_downloads(dataset, model):
-    spec = config["models"][dataset][model]
+    spec = spec_of(dataset, model)
     return get_source(spec["source"]).downloads(dataset, model, spec, SETTINGS)
 
 
@@ -106,7 +116,7 @@ def regression_downloads(dataset):
 def _collect_downloads():
     """Every pinned file of every model and regression data set, by path under the downloads dir; one path, one file."""
     downloads = {}
-    items = [item for dataset, model in MODELS for item in model_downloads(dataset, model)]
+    items = [item for dataset, model in MODELS + SHIFTED for item in model_downloads(dataset, model)]
     for dataset in REGRESSION:
         items += regression_downloads(dataset)
     for item in items:
@@ -212,8 +222,15 @@ def calibrator_paths(wildcards):
     return {method: LAYOUT.calibrator(wildcards.dataset, wildcards.model, method, wildcards.seed) for method in METHODS}
 
 
+def shift_calibrator_paths(wildcards):
+    """Method -> calibrator of the model fitted on the calibration half of the set a shifted set is calibrated on."""
+    base = SHIFTS[wildcards.dataset]
+    return {method: LAYOUT.calibrator(base, wildcards.model, method, wildcards.seed) for method in METHODS}
+
+
 def evaluation_paths(wildcards):
-    return [LAYOUT.evaluation(dataset, model, seed) for dataset, model in MODELS for seed in SEEDS]
+    """Every model's metric rows: on its test half, and on each shifted set calibrated on its data set."""
+    return [LAYOUT.evaluation(dataset, model, seed) for dataset, model in MODELS + SHIFTED for seed in SEEDS]
 
 
 def figure_paths():
@@ -355,11 +372,11 @@ def check_sources():
         for job in hooks.pending_jobs(workflow)
         if job.rule.name == "logits"
     }
-    for dataset, model in MODELS:
+    for dataset, model in MODELS + SHIFTED:
         if (dataset, model) in pending:
-            spec = config["models"][dataset][model]
+            spec = spec_of(dataset, model)
             get_source(spec["source"]).check(dataset, model, spec, SETTINGS)
-    for dataset in sorted({dataset for dataset, _ in pending}):  # users' files of one data set must agree
+    for dataset in sorted({dataset for dataset, _ in pending} - set(SHIFTS)):  # users' files of one data set must agree
         user_files = {
             f"{m} ({s['path']})": s["path"] for m, s in config["models"][dataset].items() if s["source"] == "logits"
         }

@@ -17,6 +17,8 @@ rule evaluate:
         reliability=LAYOUT.reliability("{dataset}", "{model}", "{seed}"),
     log:
         LAYOUT.log("evaluate", "{dataset}/{model}/seed{seed}"),
+    wildcard_constraints:
+        dataset="|".join(map(re.escape, DATASETS)),
     priority: size_priority
     threads: 1
     resources:

@@ -26,6 +26,8 @@ SOURCES: dict[str, str] = {
     "chenyaofo": "calibrepro.zoo.chenyaofo:ChenyaofoSource",
     "huyvnphan": "calibrepro.zoo.huyvnphan:HuyvnphanSource",
     "timm": "calibrepro.zoo.timm_models:TimmSource",
+    "torchvision": "calibrepro.zoo.torchvision_models:TorchvisionSource",
+    "checkpoint": "calibrepro.zoo.checkpoint:CheckpointSource",
     "ensemble": "calibrepro.zoo.ensemble:EnsembleSource",
 }
 #: the sources of pinned pretrained networks (subclasses of ``_pretrained.PretrainedSource``): they

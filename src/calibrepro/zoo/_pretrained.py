@@ -20,7 +20,7 @@ import numpy as np
 
 from calibrepro import datasets
 from calibrepro.download import Download, parse_checksum, sha256_of
-from calibrepro.inference import environment, inference_settings, predict, select_device
+from calibrepro.inference import environment, inference_settings, predict, predict_array, select_device
 from calibrepro.io import save_logits
 from calibrepro.zoo import LogitsRequest, Source
 
@@ -160,6 +160,12 @@ class PretrainedSource(Source):
 
     def check(self, dataset: str, model: str, spec: dict, config: dict) -> None:
         pin = self.pin(dataset, model, spec)
+        extra = sorted({"sha256", "file"} & set(spec))
+        if extra:
+            raise ModelSourceError(
+                f"models.{dataset}.{model}: {', '.join(extra)} apply only to timm names without a pin; "
+                f"{pin.name} is pinned by source {self.name!r} (remove the key)"
+            )
         for item in pin.downloads():
             parse_checksum(item.checksum)
         if dataset == "imagenet":
@@ -202,16 +208,15 @@ class PretrainedSource(Source):
         device = select_device(settings["device"])
         weights = local_file(request.files, pin.weights)
         model = self.build(pin, request.files, pretrained=True)
-        data, labels = self.evaluation_set(pin, request.files, request.config)
-        logits = predict(
-            model,
-            data,
-            device=device,
-            batch_size=settings["batch_size"],
-            workers=settings["workers"],
-            amp=settings["amp"],
-            desc=f"{request.dataset}/{request.model}",
-        )
+        run = {"device": device, "batch_size": settings["batch_size"], "amp": settings["amp"],
+               "desc": f"{request.dataset}/{request.model}"}
+        if pin.dataset in datasets.CIFAR and settings["preprocessing"] == "batched":
+            tarball = local_file(request.files, datasets.cifar_download(pin.dataset))
+            images, labels = datasets.read_cifar_test(tarball, pin.dataset)
+            logits = predict_array(model, images, pin.preprocessing["mean"], pin.preprocessing["std"], **run)
+        else:
+            data, labels = self.evaluation_set(pin, request.files, request.config)
+            logits = predict(model, data, workers=settings["workers"], **run)
         if logits.shape[1] != pin.num_classes:
             raise ModelSourceError(
                 f"{request.dataset}/{request.model}: {logits.shape[1]} logits per image, expected {pin.num_classes}"

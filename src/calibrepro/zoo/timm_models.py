@@ -32,7 +32,9 @@ from pathlib import Path
 from typing import Mapping
 
 from calibrepro.download import Download
+from calibrepro.zoo import timm_hub
 from calibrepro.zoo._pretrained import ModelSourceError, Pin, PretrainedSource, local_file
+from calibrepro.zoo.network import NetworkSource
 
 RELEASES = "https://github.com/rwightman/pytorch-image-models/releases/download"
 IMAGENET_DEFAULT_MEAN = [0.485, 0.456, 0.406]
@@ -129,15 +131,51 @@ def _check_data_config(pin: Pin, config: dict) -> None:
         )
 
 
+class TimmByName(NetworkSource):
+    """Any timm ``name.tag`` or ``hf-hub:`` id on any evaluation set (:mod:`calibrepro.zoo.timm_hub`)."""
+
+    name = "timm"
+
+    def weights(self, dataset: str, model: str, spec: dict, config: dict) -> list[Download]:
+        return timm_hub.weights_downloads(spec.get("name") or model, spec, f"models.{dataset}.{model}")
+
+    def check_network(self, dataset: str, model: str, spec: dict, config: dict) -> None:
+        self.weights(dataset, model, spec, config)
+
+    def network(self, request, data):
+        return timm_hub.network(request.spec.get("name") or request.model, request, request.spec)
+
+
 class TimmSource(PretrainedSource):
-    """ImageNet models of timm with the weights timm served for their names in early 2021."""
+    """ImageNet models of timm with the weights timm served for their names in early 2021 (the thesis's
+    pins), and any other timm name by :class:`TimmByName`: a (data set, name) without a pin goes there."""
 
     name = "timm"
     PINS = PINS
     #: the usual logits job; tf_efficientnet_b8 has its own (JOB_B8)
     RESOURCES = {"imagenet": JOB_224}
 
+    def _by_name(self, dataset: str, model: str, spec: dict) -> bool:
+        return (dataset, spec.get("name") or model) not in self.PINS
+
+    def downloads(self, dataset: str, model: str, spec: dict, config: dict) -> list[Download]:
+        if self._by_name(dataset, model, spec):
+            return TimmByName().downloads(dataset, model, spec, config)
+        return super().downloads(dataset, model, spec, config)
+
+    def resources(self, dataset: str, model: str, spec: dict, config: dict) -> dict:
+        if self._by_name(dataset, model, spec):
+            return TimmByName().resources(dataset, model, spec, config)
+        return super().resources(dataset, model, spec, config)
+
+    def cache_logits(self, request, output: Path) -> None:
+        if self._by_name(request.dataset, request.model, request.spec):
+            return TimmByName().cache_logits(request, output)
+        return super().cache_logits(request, output)
+
     def check(self, dataset: str, model: str, spec: dict, config: dict) -> None:
+        if self._by_name(dataset, model, spec):
+            return TimmByName().check(dataset, model, spec, config)
         pin = self.pin(dataset, model, spec)
         import timm
 

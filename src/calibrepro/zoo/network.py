@@ -1,0 +1,154 @@
+"""Networks by name on any evaluation set: the sources ``timm`` (by name), ``torchvision`` and ``checkpoint``.
+
+A :class:`NetworkSource` yields a :class:`Network` (module, preprocessing, label set, weights'
+provenance) and knows nothing of the data; :mod:`calibrepro.evaluation_sets` yields the samples and
+knows nothing of the network; :meth:`NetworkSource.cache_logits` is the one logits step joining
+them: it maps the set's classes to the network's outputs (:func:`evaluation_sets.output_columns`),
+runs the network and keeps one column per class.
+
+Weights that no pin covers (a timm tag's hub file, a checkpoint URL without ``sha256``) are
+downloaded as ``unpinned`` and their sha256 recorded on first use and checked on every later use
+(:mod:`calibrepro.zoo.recorded`). The preprocessing comes from the network's own data config and is
+written, with the weights' sha256, into the logits archive's metadata.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from calibrepro import evaluation_sets
+from calibrepro.download import Download, sha256_of
+from calibrepro.inference import environment, inference_settings, predict, predict_array, select_device
+from calibrepro.io import save_logits
+from calibrepro.zoo import LogitsRequest, Source
+from calibrepro.zoo._pretrained import ModelSourceError, local_file
+
+
+@dataclass
+class Network:
+    """A network ready to run: module in eval mode, image -> tensor transform, label set, provenance."""
+
+    module: object  # torch.nn.Module
+    transform: Callable  # PIL image -> (C, H, W) float tensor
+    preprocessing: dict  # the data config the transform was made from (recorded in the metadata)
+    num_outputs: int
+    label_names: list[str] | None  # names of the outputs where the weights declare them
+    provenance: dict = field(default_factory=dict)  # architecture, weights URL/path and sha256
+    #: (mean, std) when the transform is exactly ToTensor + Normalize at the native size (no resize)
+    normalization: tuple[list[float], list[float]] | None = None
+
+
+class _ToPIL:
+    """An in-memory uint8 HWC image -> PIL image, then ``transform`` (picklable for DataLoader workers)."""
+
+    def __init__(self, transform):
+        self.transform = transform
+
+    def __call__(self, image):
+        from PIL import Image
+
+        return self.transform(Image.fromarray(image))
+
+
+def weights_file(request: LogitsRequest, download: Download) -> Path:
+    """The local weights file of ``download``, checked against its first-use record when unpinned."""
+    from calibrepro.zoo import recorded
+
+    path = local_file(request.files, download)
+    recorded.check(download, path, request.config)
+    return path
+
+
+class NetworkSource(Source):
+    """A source of networks built from a name (and weights); runs on any evaluation set."""
+
+    needs_gpu = True
+
+    # -------------------------------------------------------------------- what subclasses implement
+    def weights(self, dataset: str, model: str, spec: dict, config: dict) -> list[Download]:
+        """The network's files to download (weights; a hub model's config)."""
+        return []
+
+    def check_network(self, dataset: str, model: str, spec: dict, config: dict) -> None:
+        """Fail early on an unknown name or a missing file."""
+
+    def network(self, request: LogitsRequest, data: evaluation_sets.EvaluationSet) -> Network:
+        """The network of the request's model entry (``data``: the set it will run on)."""
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------------------- the interface
+    def downloads(self, dataset: str, model: str, spec: dict, config: dict) -> list[Download]:
+        return [*self.weights(dataset, model, spec, config), *evaluation_sets.downloads(dataset, config)]
+
+    def check(self, dataset: str, model: str, spec: dict, config: dict) -> None:
+        self.check_network(dataset, model, spec, config)
+        evaluation_sets.check(dataset, config)
+
+    def resources(self, dataset: str, model: str, spec: dict, config: dict) -> dict:
+        settings = inference_settings(config)
+        on_gpu = settings["device"] != "cpu"
+        return {
+            "threads": max(2, settings["workers"] + 1) if on_gpu else 8,
+            "gpu": 1 if on_gpu else 0,
+            "mem_mb": 8000 if on_gpu else 16000,
+            "runtime": 60 if on_gpu else 720,
+        }
+
+    def cache_logits(self, request: LogitsRequest, output: Path) -> None:
+        settings = inference_settings(request.config)
+        if request.spec.get("batch_size"):
+            settings["batch_size"] = int(request.spec["batch_size"])
+        device = select_device(settings["device"])
+        data = evaluation_sets.load(request.dataset, request.config, request.files)
+        network = self.network(request, data)
+        columns = evaluation_sets.output_columns(
+            request.dataset, request.config, data.class_names, network.num_outputs, network.label_names
+        )
+        run = {"device": device, "batch_size": settings["batch_size"], "amp": settings["amp"],
+               "desc": f"{request.dataset}/{request.model}"}
+        if data.images is not None and network.normalization and settings["preprocessing"] == "batched":
+            logits = predict_array(network.module, data.images, *network.normalization, **run)
+        else:
+            from calibrepro.datasets import ArrayImages, ImageFiles
+
+            if data.images is not None:
+                samples = ArrayImages(data.images, data.labels, _ToPIL(network.transform))
+            else:
+                samples = ImageFiles(data.paths, data.labels, network.transform)
+            logits = predict(network.module, samples, workers=settings["workers"], **run)
+        if logits.shape[1] != network.num_outputs:
+            raise ModelSourceError(
+                f"{request.dataset}/{request.model}: {logits.shape[1]} logits per image, expected {network.num_outputs}"
+            )
+        logits = np.ascontiguousarray(logits[:, columns])
+        metadata = {
+            "source": self.name,
+            "dataset": request.dataset,
+            "model": request.model,
+            **network.provenance,
+            "preprocessing": network.preprocessing,
+            "evaluation_set": data.description,
+            "classes": data.class_names,
+            "output_columns": columns,
+            "num_samples": int(len(data)),
+            "top1_accuracy": float(np.mean(logits.argmax(axis=1) == data.labels)),
+            "inference": {**settings, "amp": bool(settings["amp"]) and device.type == "cuda"},
+            "environment": environment(device),
+        }
+        save_logits(output, logits, data.labels, metadata)
+
+
+def describe_weights(download: Download, path: Path) -> dict:
+    """Provenance of a weights file for the metadata: URL, pin and the sha256 of the file used."""
+    return {"url": download.url, "pin": download.checksum, "sha256": sha256_of(path)}
+
+
+def closest(name: str, known: list[str], n: int = 5) -> str:
+    """The known names closest to ``name``, for "did you mean" messages."""
+    import difflib
+
+    return ", ".join(difflib.get_close_matches(name, known, n=n, cutoff=0.5)) or "none close"
