@@ -218,7 +218,7 @@ def test_config_declares_image_folders_and_named_models():
                               "r50": {"source": "torchvision", "name": "resnet50.IMAGENET1K_V2"}}},
     }
     validated = validate_config(config, schema)
-    assert validated["datasets"]["shapes"]["csv"] is None and validated["inference"]["preprocessing"] == "batched"
+    assert validated["datasets"]["shapes"]["root"] == "data/shapes" and validated["inference"]["preprocessing"] == "batched"
     config["datasets"]["shapes"].pop("root")
     with pytest.raises(ConfigError, match="datasets.shapes: 'root' is a required property"):
         validate_config(config, schema)
