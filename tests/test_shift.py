@@ -65,12 +65,12 @@ def test_calibrate_on_one_folder_test_on_another(tmp_path, file_server):
 
     os.environ["HF_ENDPOINT"] = file_server.base
     try:
-        result = run_snakemake(work, layout.metrics(), layout.table("nll", "md"), "--configfile", str(configfile))
+        result = run_snakemake(work, layout.metrics, layout.table("nll", "md"), "--configfile", str(configfile))
     finally:
         del os.environ["HF_ENDPOINT"]
     assert result.returncode == 0, result.stderr[-3000:]
 
-    with open(work / layout.metrics(), newline="") as handle:
+    with open(work / layout.metrics, newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert {(row["dataset"], row["model"]) for row in rows} == {("day", "hub"), ("night", "hub")}
     night = load_logits(work / layout.logits("night", "hub"))
