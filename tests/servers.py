@@ -199,26 +199,41 @@ def md5_hex(data: bytes) -> str:
     return hashlib.md5(data).hexdigest()
 
 
-def cifar_tarball_bytes(dataset: str, images: np.ndarray, labels) -> bytes:
-    """A ``cifar-10-python.tar.gz`` / ``cifar-100-python.tar.gz`` holding only the test batch.
+def _cifar_batch(dataset: str, images: np.ndarray, labels) -> bytes:
+    images = np.asarray(images, dtype=np.uint8)
+    if dataset == "cifar10":
+        batch = {b"batch_label": b"testing batch 1 of 1", b"labels": [int(v) for v in labels]}
+    else:
+        batch = {b"fine_labels": [int(v) for v in labels], b"coarse_labels": [0] * len(labels)}
+    batch[b"data"] = images.transpose(0, 3, 1, 2).reshape(len(images), -1)
+    batch[b"filenames"] = [f"img_{i}.png".encode() for i in range(len(images))]
+    return pickle.dumps(batch, protocol=2)
+
+
+def cifar_tarball_bytes(dataset: str, images: np.ndarray, labels, train=None) -> bytes:
+    """A ``cifar-10-python.tar.gz`` / ``cifar-100-python.tar.gz`` holding the test batch (and, given
+    ``train = (images, labels)``, the training batches: CIFAR-10's five take consecutive fifths).
 
     ``images`` is ``(N, 32, 32, 3)`` uint8; the batch is pickled as in the official files (protocol 2
     dict with bytes keys, ``data`` ``(N, 3072)`` uint8 in R, G, B planes, labels as a list).
     """
-    images = np.asarray(images, dtype=np.uint8)
-    data = images.transpose(0, 3, 1, 2).reshape(len(images), -1)
-    if dataset == "cifar10":
-        member, batch = "cifar-10-batches-py/test_batch", {b"batch_label": b"testing batch 1 of 1", b"labels": [int(v) for v in labels]}
-    else:
-        member, batch = "cifar-100-python/test", {b"fine_labels": [int(v) for v in labels], b"coarse_labels": [0] * len(labels)}
-    batch[b"data"] = data
-    batch[b"filenames"] = [f"img_{i}.png".encode() for i in range(len(images))]
-    payload = pickle.dumps(batch, protocol=2)
+    from calibrepro.datasets import CIFAR
+
+    spec = CIFAR[dataset]
+    members = [(spec.member, _cifar_batch(dataset, images, labels))]
+    if train is not None:
+        parts = np.array_split(np.arange(len(train[1])), len(spec.train_members))
+        members += [
+            (name, _cifar_batch(dataset, train[0][rows], np.asarray(train[1])[rows]))
+            for name, rows in zip(spec.train_members, parts)
+        ]
+    member = spec.member
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        info = tarfile.TarInfo(member)
-        info.size = len(payload)
-        archive.addfile(info, io.BytesIO(payload))
+        for name, payload in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(payload)
+            archive.addfile(info, io.BytesIO(payload))
         readme = tarfile.TarInfo(member.split("/")[0] + "/readme.html")
         readme.size = 3
         archive.addfile(readme, io.BytesIO(b"hi\n"))

@@ -21,7 +21,7 @@ LOCK_TOOL = ROOT / "tools" / "snakemake_lock.py"
 
 def test_english_by_default_and_russian_for_the_thesis():
     schema = load_schema(ROOT / "workflow" / "schemas" / "config.schema.yaml")
-    assert validate_config({"models": {"d": {"m": {"source": "demo"}}}}, schema)["report"]["language"] == "en"
+    assert validate_config({"models": {"d": {"m": {"source": "train"}}}}, schema)["report"]["language"] == "en"
     assert yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["report"]["language"] == "en"
     assert yaml.safe_load((ROOT / "config" / "thesis.yaml").read_text())["report"]["language"] == "ru"
 

@@ -46,21 +46,25 @@ def test_demo_runs_end_to_end_and_reruns_byte_identical(tmp_path):
     assert "results/demo/metrics.csv" in summary and "reports/demo/reproduction.md" in summary
     tables = sum(1 for _ in (tmp_path / "reports/demo/tables").iterdir())  # 11 metrics x (md, tex), ranks, size study
     figures = sum(1 for path in (tmp_path / "reports/demo/figures").rglob("*") if path.is_file())
-    assert (tables, figures) == (24, 14)
+    assert (tables, figures) == (24, 18)
     assert f"reports/demo/tables/  ({tables} files)" in summary and f"reports/demo/figures/  ({figures} files)" in summary
     # every step's log says what it did: the logits step's check of its archive, each fit, each metric
     log = (tmp_path / "results/demo/logs/logits/digits/mlp_overconfident.log").read_text()
     assert "results/demo/logits/digits/mlp_overconfident.npz: ok, 899 samples, 10 classes" in log
+    log = (tmp_path / "results/demo/logs/logits/digits/mlp_dropout.log").read_text()
+    assert "digits/mlp_dropout: epoch 100/100: loss" in log or "weights from the cache" in log
+    mc = load_logits(tmp_path / "results/demo/logits/digits/mlp_mc_dropout.npz").metadata
+    assert mc["variant"] == {"mc_dropout": 20} and mc["training"][0]["history"][-1]["epoch"] == 100
     log = (tmp_path / "results/demo/logs/fit_calibrators/digits/mlp_overconfident/seed0.log").read_text()
     assert all(f"{method}: fitted on 449 samples" in log for method in METHODS), log
     log = (tmp_path / "results/demo/logs/evaluate/digits/mlp_overconfident/seed0.log").read_text()
     assert all(line.split(":")[0] in METHODS for line in log.splitlines()[:6]), log
     metrics = pd.read_csv(tmp_path / "results/demo/metrics.csv")
-    models = ["logistic_regression", "mlp_overconfident", "mlp_label_smoothing", "ensemble"]
+    models = ["logistic_regression", "mlp_overconfident", "mlp_label_smoothing", "mlp_dropout", "mlp_mc_dropout", "ensemble"]
     assert list(metrics.columns) == ["dataset", "model", "method", "seed", "metric", "value"]
     assert list(metrics["model"].unique()) == models
     assert list(metrics["method"].unique()) == DEMO_METHODS
-    assert len(metrics) == 4 * 10 * 11  # four models (one an ensemble), ten methods, eleven metrics
+    assert len(metrics) == 6 * 10 * 11  # six models (one an ensemble), ten methods, eleven metrics
     assert metrics["value"].between(0, np.inf).all()
 
     for model in models:

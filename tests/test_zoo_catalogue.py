@@ -139,7 +139,7 @@ def test_schema_validates_sources_from_the_registry(monkeypatch):
     # the pretrained sources' branch applies: it allows exactly its options
     with pytest.raises(ConfigError, match=r"models.imagenet.b8: unknown key\(s\) 'nme' \(allowed: batch_size, file, name, sha256, source\)"):
         validate_config({"models": {"imagenet": {"b8": {"source": "timm", "nme": "x"}}}}, schema)
-    with pytest.raises(ConfigError, match="'tim' is not one of logits, demo, akamaster, chenyaofo, huyvnphan, timm"):
+    with pytest.raises(ConfigError, match="'tim' is not one of logits, train, akamaster, chenyaofo, huyvnphan, timm"):
         validate_config({"models": {"imagenet": {"b8": {"source": "tim"}}}}, schema)
     # a source added to the registry is accepted without editing the YAML
     monkeypatch.setitem(SOURCES, "mine", "calibrepro.zoo.byo:BringYourOwnLogits")

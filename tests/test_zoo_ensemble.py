@@ -23,7 +23,7 @@ def members(tmp_path, n=50, k=4, seed=0):
     for i, name in enumerate(["a", "b", "c"]):
         logits = (rng.normal(size=(n, k)) * (i + 1) * 3).astype(np.float32)
         paths[name] = str(tmp_path / f"{name}.npz")
-        save_logits(paths[name], logits, labels, {"source": "demo", "name": name})
+        save_logits(paths[name], logits, labels, {"source": "train", "name": name})
     return paths, labels
 
 
@@ -42,7 +42,7 @@ def test_cache_logits_is_log_of_mean_probability(tmp_path):
     assert out.logits.dtype == np.float32 and np.array_equal(out.labels, labels)
     np.testing.assert_allclose(softmax(out.logits.astype(np.float64), axis=1), np.mean(probs, axis=0), atol=1e-6)
     assert out.metadata["members"] == ["a", "b", "c"]
-    assert out.metadata["member_provenance"]["b"]["metadata"] == {"source": "demo", "name": "b"}
+    assert out.metadata["member_provenance"]["b"]["metadata"] == {"source": "train", "name": "b"}
     assert len(out.metadata["member_provenance"]["a"]["sha256"]) == 64
 
 
@@ -58,7 +58,7 @@ def test_logits_inputs_are_the_members_cached_logits():
     inputs = get_source("ensemble").logits_inputs("cifar100", "ens", spec, {"downloads": {"dir": "d"}, "results": "out"})
     assert inputs == {"a": "out/logits/cifar100/a.npz", "b": "out/logits/cifar100/b.npz"}
     # other sources keep their downloads as inputs
-    demo = get_source("demo").logits_inputs("digits", "m", {"source": "demo"}, {"downloads": {"dir": "d"}})
+    demo = get_source("train").logits_inputs("digits", "m", {"source": "train"}, {"downloads": {"dir": "d"}})
     assert demo == {}
 
 
@@ -89,19 +89,19 @@ def test_members_with_different_shapes_are_refused(tmp_path):
 def test_check_ensembles_names_the_key(ensemble, message):
     models = {
         "d": {
-            "a": {"source": "demo"},
-            "b": {"source": "demo"},
+            "a": {"source": "train"},
+            "b": {"source": "train"},
             "other_ens": {"source": "ensemble", "members": ["a", "b"]},
             "ens": {"source": "ensemble", "members": ensemble},
         },
-        "e": {"zz": {"source": "demo"}},
+        "e": {"zz": {"source": "train"}},
     }
     with pytest.raises(ConfigError, match=message):
         check_ensembles(models)
 
 
 def test_schema_requires_two_members():
-    config = {"models": {"d": {"a": {"source": "demo"}, "ens": {"source": "ensemble", "members": ["a"]}}}}
+    config = {"models": {"d": {"a": {"source": "train"}, "ens": {"source": "ensemble", "members": ["a"]}}}}
     with pytest.raises(ConfigError, match=r"models\.d\.ens\.members"):
         validate_config(config, load_schema(SCHEMA))
 

@@ -12,6 +12,7 @@ import yaml
 
 from calibrepro.calibrators import CALIBRATORS
 from calibrepro.metrics import METRICS
+from calibrepro.training import ARCHITECTURES
 from calibrepro.zoo import PRETRAINED_SOURCES, SOURCES
 
 
@@ -25,6 +26,7 @@ REGISTRIES = {
     "calibrepro.zoo.PRETRAINED_SOURCES": PRETRAINED_SOURCES,
     "calibrepro.calibrators.CALIBRATORS": CALIBRATORS,
     "calibrepro.metrics.METRICS": METRICS,
+    "calibrepro.training.ARCHITECTURES": ARCHITECTURES,
 }
 
 

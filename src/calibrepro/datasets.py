@@ -53,6 +53,7 @@ class CifarSpec:
     member: str  # the test batch inside the tarball
     label_key: bytes  # key of the labels in the unpickled test batch
     num_classes: int
+    train_members: tuple[str, ...]  # the training batches inside the tarball, in order
     num_test: int = 10_000
 
     def download(self) -> Download:
@@ -67,6 +68,7 @@ CIFAR: dict[str, CifarSpec] = {
         member="cifar-10-batches-py/test_batch",
         label_key=b"labels",
         num_classes=10,
+        train_members=tuple(f"cifar-10-batches-py/data_batch_{i}" for i in range(1, 6)),
     ),
     "cifar100": CifarSpec(
         url="https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz",
@@ -75,6 +77,7 @@ CIFAR: dict[str, CifarSpec] = {
         member="cifar-100-python/test",
         label_key=b"fine_labels",
         num_classes=100,
+        train_members=("cifar-100-python/train",),
     ),
 }
 
@@ -111,32 +114,49 @@ def read_cifar_test(tarball: str | os.PathLike, dataset: str) -> tuple[np.ndarra
 
     Reads only the test member of the official ``cifar-10-python.tar.gz`` / ``cifar-100-python.tar.gz``.
     """
+    return read_cifar_batches(tarball, dataset, (CIFAR[dataset].member,))
+
+
+def read_cifar_train(tarball: str | os.PathLike, dataset: str) -> tuple[np.ndarray, np.ndarray]:
+    """Images and labels of the CIFAR training set (50,000; the batches in their official order)."""
+    return read_cifar_batches(tarball, dataset, CIFAR[dataset].train_members)
+
+
+def read_cifar_batches(tarball: str | os.PathLike, dataset: str, members) -> tuple[np.ndarray, np.ndarray]:
+    """Images ``(N, 32, 32, 3)`` uint8 (RGB, HWC) and labels ``(N,)`` int64 of the named batches, concatenated."""
     spec = CIFAR[dataset]
     tarball = Path(tarball)
+    batches = []
     try:
         with tarfile.open(tarball, "r:*") as archive:
-            try:
-                handle = archive.extractfile(spec.member)
-            except KeyError:
-                raise DatasetError(
-                    f"{tarball}: no member {spec.member!r}; expected the official {spec.archive} from {spec.url}"
-                ) from None
-            if handle is None:
-                raise DatasetError(f"{tarball}: {spec.member!r} is not a regular file")
-            batch = _BatchUnpickler(io.BytesIO(handle.read()), encoding="bytes").load()
+            for member in members:
+                try:
+                    handle = archive.extractfile(member)
+                except KeyError:
+                    raise DatasetError(
+                        f"{tarball}: no member {member!r}; expected the official {spec.archive} from {spec.url}"
+                    ) from None
+                if handle is None:
+                    raise DatasetError(f"{tarball}: {member!r} is not a regular file")
+                batches.append((member, _BatchUnpickler(io.BytesIO(handle.read()), encoding="bytes").load()))
     except (tarfile.TarError, EOFError, pickle.UnpicklingError) as error:
         raise DatasetError(f"{tarball}: not a readable CIFAR python tarball ({error})") from error
+    images, labels = zip(*(_batch_arrays(tarball, spec, member, batch) for member, batch in batches))
+    return np.concatenate(images), np.concatenate(labels)
+
+
+def _batch_arrays(tarball: Path, spec: CifarSpec, member: str, batch: dict) -> tuple[np.ndarray, np.ndarray]:
     try:
         data = np.asarray(batch[b"data"], dtype=np.uint8)
         labels = np.asarray(batch[spec.label_key], dtype=np.int64)
     except KeyError as error:
-        raise DatasetError(f"{tarball}:{spec.member}: missing key {error.args[0]!r}") from None
+        raise DatasetError(f"{tarball}:{member}: missing key {error.args[0]!r}") from None
     if data.ndim != 2 or data.shape[1] != 3 * 32 * 32 or len(labels) != len(data):
         raise DatasetError(
-            f"{tarball}:{spec.member}: expected data (N, 3072) and N labels, got {data.shape} and {labels.shape}"
+            f"{tarball}:{member}: expected data (N, 3072) and N labels, got {data.shape} and {labels.shape}"
         )
     if labels.size and (labels.min() < 0 or labels.max() >= spec.num_classes):
-        raise DatasetError(f"{tarball}:{spec.member}: labels outside [0, {spec.num_classes - 1}]")
+        raise DatasetError(f"{tarball}:{member}: labels outside [0, {spec.num_classes - 1}]")
     images = data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)  # rows are R, G, B planes of 32x32
     return np.ascontiguousarray(images), labels
 

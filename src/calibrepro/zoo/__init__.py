@@ -21,7 +21,7 @@ from calibrepro.download import Download
 #: source name -> "module:class"; modules are imported on first use only.
 SOURCES: dict[str, str] = {
     "logits": "calibrepro.zoo.byo:BringYourOwnLogits",
-    "demo": "calibrepro.zoo.demo:DemoClassifier",
+    "train": "calibrepro.zoo.train:TrainSource",
     "akamaster": "calibrepro.zoo.akamaster:AkamasterSource",
     "chenyaofo": "calibrepro.zoo.chenyaofo:ChenyaofoSource",
     "huyvnphan": "calibrepro.zoo.huyvnphan:HuyvnphanSource",
