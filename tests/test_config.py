@@ -21,6 +21,8 @@ def test_embedded_default_validates_and_lists_its_models():
         ("digits", "logistic_regression"),
         ("digits", "mlp_overconfident"),
         ("digits", "mlp_label_smoothing"),
+        ("digits", "mlp_dropout"),
+        ("digits", "mlp_mc_dropout"),
         ("digits", "ensemble"),
     ]
 
