@@ -135,3 +135,13 @@ def test_parser_rejects_a_short_table():
     text = "## 9 Приложения\nТаблица 1: Accuracy, %\nДанные\tМодель\tДо калибровки\ncifar10\tresnet18\t<b>93.000</b>\n"
     with pytest.raises(parser.AppendixError):
         parser.parse(text)
+
+
+def test_the_blog_file_holds_one_cell_in_two_tables_marked_by_where_published():
+    """config/blog.yaml's published values: the blog's own and the Guo et al. values it quotes, for one cell."""
+    blog = load_published(ROOT / "src/calibrepro/data/blog_classification.csv")
+    cell = blog.query("dataset == 'cifar10' and model == 'lenet5' and method == 'uncalibrated' and metric == 'ece'")
+    assert sorted(zip(cell["table"], cell["value"])) == [
+        ("Guo et al. 2017 (as the blog quotes it), CIFAR-10", "3.02"),
+        ("Seed 002 (blog), CIFAR-10", "3.47"),
+    ]

@@ -12,7 +12,9 @@ Long format, one line per printed cell::
 ``value`` is the number exactly as printed (percent metrics in %, e.g. ECE ``1.90``); its number of
 decimals is the printed precision the comparison uses. ``table`` (a label such as ``1``) and
 ``bold`` (``true``/``false``) are optional in a user's file: a missing ``table`` is filled with the
-metric key, a missing ``bold`` with ``False``. Metric and method keys are the pipeline's.
+metric key, a missing ``bold`` with ``False``. Metric and method keys are the pipeline's. One cell may
+appear in several tables (a value and the value another paper published for the same cell, as the
+bundled ``blog_classification.csv`` holds them), once per table.
 """
 
 from __future__ import annotations
@@ -81,9 +83,9 @@ def load_published(path=None) -> pd.DataFrame:
     if len(bad):
         row = bad[0]
         raise PublishedFileError(f"{source}, line {row + 2}: value {frame.at[row, 'value']!r} is not a plain number")
-    duplicated = frame.duplicated(["dataset", "model", "method", "metric"], keep="first")
-    if duplicated.any():
+    duplicated = frame.duplicated(["table", "dataset", "model", "method", "metric"], keep="first")
+    if duplicated.any():  # one value per cell and table: two publications of one cell go in two tables
         row = frame.index[duplicated][0]
         cell = "/".join(frame.loc[row, ["dataset", "model", "method", "metric"]])
-        raise PublishedFileError(f"{source}, line {row + 2}: a second value for {cell}")
+        raise PublishedFileError(f"{source}, line {row + 2}: a second value for {cell} in table {frame.at[row, 'table']!r}")
     return frame[list(COLUMNS)].reset_index(drop=True)
