@@ -240,3 +240,91 @@ def test_a_cached_file_of_another_architecture_is_named(tmp_path):
 def test_bad_entries_name_their_key(dataset, spec, message):
     with pytest.raises(ConfigError, match=message):
         check_entry(dataset, "m", {"source": "train", **spec})
+
+
+# ------------------------------------------------------------------------------ pretrained networks
+
+
+class _TinyPretrained:
+    """A pretrained source of one CIFAR-10 network built here (with or without a dropout layer)."""
+
+    @staticmethod
+    def make(dropout: float):
+        from calibrepro.download import Download
+        from calibrepro.zoo._pretrained import Pin, PretrainedSource
+
+        class Tiny(PretrainedSource):
+            name = "tiny"
+            PINS = {("cifar10", "net"): Pin("cifar10", "net", "net", Download("http://x/w.pt", "sha256:" + "0" * 64, "w.pt"),
+                                            10, {"mean": [0.5] * 3, "std": [0.25] * 3}, "MIT")}  # fmt: skip
+
+            def build(self, pin, files, pretrained=True):
+                torch.manual_seed(0)
+                layers = [torch.nn.Flatten(), torch.nn.Linear(3072, 32), torch.nn.ReLU()]
+                return torch.nn.Sequential(*layers, *([torch.nn.Dropout(dropout)] if dropout else []), torch.nn.Linear(32, 10)).eval()
+
+        return Tiny()
+
+
+def test_pretrained_networks_with_dropout_take_mc_dropout(tmp_path):
+    from calibrepro.zoo._pretrained import ModelSourceError
+
+    images, labels = random_cifar(30, 10, seed=3)
+    tarball = tmp_path / "cifar.tar.gz"
+    tarball.write_bytes(cifar_tarball_bytes("cifar10", images, labels))
+    (tmp_path / "w.pt").write_bytes(b"")
+    files = {"w.pt": str(tmp_path / "w.pt"), "datasets/cifar-10-python.tar.gz": str(tarball)}
+    settings = {"inference": {"device": "cpu", "workers": 0, "batch_size": 8}}
+
+    def run(source, spec, name):
+        source.cache_logits(LogitsRequest("cifar10", "net", {"source": "tiny", **spec}, settings, files), tmp_path / name)
+        return load_logits(tmp_path / name)
+
+    with_dropout = _TinyPretrained.make(0.5)
+    plain, mc = run(with_dropout, {}, "plain.npz"), run(with_dropout, {"mc_dropout": 8}, "mc.npz")
+    assert mc.metadata["variant"] == {"mc_dropout": 8} and not np.allclose(mc.logits, plain.logits)
+    assert np.allclose(np.exp(mc.logits.astype(np.float64)).sum(axis=1), 1, atol=1e-5)
+    assert run(with_dropout, {"mc_dropout": 8}, "again.npz").logits.tobytes() == mc.logits.tobytes()
+    with pytest.raises(ModelSourceError, match="models.cifar10.net.mc_dropout: tiny's net has no dropout layers"):
+        run(_TinyPretrained.make(0.0), {"mc_dropout": 8}, "none.npz")
+    # before any job starts: the pins say which networks have dropout layers
+    spec = {"source": "chenyaofo", "name": "resnet20", "mc_dropout": 10}
+    with pytest.raises(ModelSourceError, match="models.cifar10.r20.mc_dropout: chenyaofo's resnet20 has no dropout layers"):
+        get_source("chenyaofo").check("cifar10", "r20", spec, {})
+    get_source("chenyaofo").check("cifar10", "v", {**spec, "name": "vgg16_bn"}, {})
+
+
+def test_pinned_dropout_rates_match_the_original_code():
+    """What ``calibrepro models`` says about dropout layers, checked against chenyaofo's code (one model per family)."""
+    from servers import original_code_dir
+
+    from calibrepro.zoo.chenyaofo import PINS, load_hub_model
+
+    root = original_code_dir()
+    if root is None or not (root / "chenyaofo/pytorch-cifar-models/hubconf.py").is_file():
+        pytest.skip("needs the original code (CALIBREPRO_ORIGINAL_CODE_DIR)")
+    for name in ("resnet20", "vgg11_bn", "mobilenetv2_x0_5", "shufflenetv2_x0_5", "repvgg_a0"):
+        pin = PINS[("cifar10", name)]
+        network = load_hub_model(root / "chenyaofo/pytorch-cifar-models", pin.architecture)
+        rates = {m.p for m in network.modules() if isinstance(m, torch.nn.Dropout)}
+        assert has_dropout(network) == (pin.dropout > 0) and rates <= {pin.dropout}, name
+
+
+def test_blog_config_is_valid_and_every_trained_model_can_be_trained():
+    import yaml
+
+    from calibrepro.config import load_schema, validate_config
+    from calibrepro.report.published import load_published
+    from servers import REPO_ROOT
+
+    config = validate_config(
+        yaml.safe_load((REPO_ROOT / "config/blog.yaml").read_text()), load_schema(REPO_ROOT / "workflow/schemas/config.schema.yaml")
+    )
+    for dataset, entries in config["models"].items():
+        for model, spec in entries.items():
+            check_entry(dataset, model, spec)
+    published = load_published(REPO_ROOT / config["report"]["published"])
+    assert set(zip(published["dataset"], published["model"])) <= {(d, m) for d, e in config["models"].items() for m in e}
+    assert [d.path for d in get_source("train").downloads("mnist", "lenet5", {}, {})] == [
+        f"datasets/mnist/{name}" for name in data.MNIST_FILES
+    ]

@@ -89,7 +89,7 @@ def test_resources_come_from_the_pin_where_it_has_its_own():
 def test_models_command_lists_every_pin_with_its_published_accuracy(capsys):
     assert main(["models"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "| source | data set | model | licence | published top-1 (%) | weights pinned by |"
+    assert lines[0] == "| source | data set | model | licence | published top-1 (%) | weights pinned by | dropout (mc_dropout) |"
     rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[2:]]
     pins = all_pins()
     assert len(rows) == len(pins)
@@ -98,6 +98,7 @@ def test_models_command_lists_every_pin_with_its_published_accuracy(capsys):
         row = listed[(source, dataset, model)]
         assert row[3] == pin.licence
         assert float(row[4]) == pin.published_top1
+        assert row[6] == (f"{pin.dropout:g}" if pin.dropout else "-")
         assert row[5] == parse_checksum(pin.weights.checksum)[0]
     assert listed[("huyvnphan", "cifar10", "vgg13_bn")][4] == "94.22"
     assert listed[("chenyaofo", "cifar100", "vgg16_bn")][4] == "74.00"  # as printed, not 74.0
@@ -137,7 +138,7 @@ def test_schema_validates_sources_from_the_registry(monkeypatch):
     config = {"models": {"imagenet": {"b8": {"source": "timm", "name": "tf_efficientnet_b8", "batch_size": 32}}}}
     assert validate_config(config, schema)["models"]["imagenet"]["b8"]["batch_size"] == 32
     # the pretrained sources' branch applies: it allows exactly its options
-    with pytest.raises(ConfigError, match=r"models.imagenet.b8: unknown key\(s\) 'nme' \(allowed: batch_size, file, name, sha256, source\)"):
+    with pytest.raises(ConfigError, match=r"models.imagenet.b8: unknown key\(s\) 'nme' \(allowed: batch_size, file, mc_dropout, name, sha256, source\)"):
         validate_config({"models": {"imagenet": {"b8": {"source": "timm", "nme": "x"}}}}, schema)
     with pytest.raises(ConfigError, match="'tim' is not one of logits, train, akamaster, chenyaofo, huyvnphan, timm"):
         validate_config({"models": {"imagenet": {"b8": {"source": "tim"}}}}, schema)

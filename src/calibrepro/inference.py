@@ -76,6 +76,29 @@ def _full_precision(device: torch.device, amp: bool):
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, cudnn
 
 
+def _mc_seed(mc_dropout: int | None, seed: int, device: torch.device):
+    """The seeded block of MC-Dropout's masks (nothing to seed without it)."""
+    from calibrepro.training.trainer import seeded
+
+    return seeded(seed, device) if mc_dropout else nullcontext()
+
+
+def _forward(model: torch.nn.Module, inputs: torch.Tensor, autocast, mc_dropout: int | None) -> torch.Tensor:
+    """float32 logits of one batch: the network's, or with ``mc_dropout = T`` the float64
+    ``log(1/T sum_t softmax(z_t))`` over T passes (MC-Dropout, Gal & Ghahramani 2016), cast to float32."""
+    draws = []
+    for _ in range(mc_dropout or 1):
+        with autocast:
+            logits = model(inputs)
+        if isinstance(logits, (tuple, list)):  # models returning (logits, aux) in eval mode
+            logits = logits[0]
+        draws.append(logits.float())
+    if not mc_dropout:
+        return draws[0]
+    log_probs = torch.stack([torch.log_softmax(z.double(), dim=1) for z in draws])
+    return (torch.logsumexp(log_probs, dim=0) - np.log(mc_dropout)).float()
+
+
 def predict(
     model: torch.nn.Module,
     dataset,
@@ -86,9 +109,19 @@ def predict(
     amp: bool = False,
     progress: bool = True,
     desc: str = "logits",
+    mc_dropout: int | None = None,
+    seed: int = 0,
 ) -> np.ndarray:
-    """Logits ``(N, K)`` float32 of ``model`` on every item ``(input, label)`` of ``dataset``, in order."""
+    """Logits ``(N, K)`` float32 of ``model`` on every item ``(input, label)`` of ``dataset``, in order.
+
+    With ``mc_dropout = T`` (MC-Dropout, Gal & Ghahramani 2016), every batch goes through the network
+    T times with its dropout layers on (the rest, batch norm included, in eval mode) and the result
+    is ``log(1/T sum_t softmax(z_t))``, computed in float64 like an ensemble's
+    (:func:`calibrepro.zoo.ensemble.log_mean_softmax`); the dropout masks are seeded with ``seed``.
+    """
     from tqdm.auto import tqdm
+
+    from calibrepro.training.trainer import set_dropout
 
     device = torch.device(device)
     loader = torch.utils.data.DataLoader(
@@ -100,17 +133,15 @@ def predict(
         persistent_workers=False,
     )
     model = model.to(device).eval()
+    if mc_dropout:
+        set_dropout(model, True)
     use_amp = bool(amp) and device.type == "cuda"
     autocast = torch.autocast(device_type="cuda", dtype=torch.float16) if use_amp else nullcontext()
     outputs = []
     try:
-        with _full_precision(device, use_amp), torch.inference_mode():
+        with _full_precision(device, use_amp), torch.inference_mode(), _mc_seed(mc_dropout, seed, device):
             for inputs, _ in tqdm(loader, desc=desc, unit="batch", disable=not progress, file=sys.stderr):
-                with autocast:
-                    logits = model(inputs.to(device, non_blocking=True))
-                if isinstance(logits, (tuple, list)):  # models returning (logits, aux) in eval mode
-                    logits = logits[0]
-                outputs.append(logits.float().cpu())
+                outputs.append(_forward(model, inputs.to(device, non_blocking=True), autocast, mc_dropout).cpu())
     except ValueError as error:
         # a DataLoader worker's error comes back as "Caught X in DataLoader worker ...", its traceback,
         # then "module.X: <message>": keep the message only
@@ -118,6 +149,9 @@ def predict(
         if len(lines) > 1 and lines[0].startswith("Caught "):
             raise type(error)(lines[-1].split(": ", 1)[-1]) from None
         raise
+    finally:
+        if mc_dropout:
+            set_dropout(model, False)
     if not outputs:
         raise ValueError("the dataset is empty: no logits to compute")
     return torch.cat(outputs).numpy().astype(np.float32, copy=False)
@@ -134,14 +168,19 @@ def predict_array(
     amp: bool = False,
     progress: bool = True,
     desc: str = "logits",
+    mc_dropout: int | None = None,
+    seed: int = 0,
 ) -> np.ndarray:
     """Logits ``(N, K)`` float32 of ``model`` on ``images`` ``(N, H, W, C)`` uint8, preprocessed on the device.
 
     Each batch is ``(x / 255 - mean) / std`` in float32, channel first: element for element the
     operations of ``transforms.ToTensor()`` then ``transforms.Normalize(mean, std)``, so the inputs
     equal the reference path's bit for bit on the same device (checked in tests/test_zoo_inference.py).
+    ``mc_dropout`` and ``seed`` as in :func:`predict`.
     """
     from tqdm.auto import tqdm
+
+    from calibrepro.training.trainer import set_dropout
 
     if images.ndim != 4 or images.dtype != np.uint8:
         raise ValueError(f"predict_array needs (N, H, W, C) uint8 images, got {images.shape} {images.dtype}")
@@ -155,19 +194,21 @@ def predict_array(
     mean_t = torch.as_tensor(mean, dtype=torch.float32, device=device).view(shape)
     std_t = torch.as_tensor(std, dtype=torch.float32, device=device).view(shape)
     model = model.to(device).eval()
+    if mc_dropout:
+        set_dropout(model, True)
     use_amp = bool(amp) and device.type == "cuda"
     autocast = torch.autocast(device_type="cuda", dtype=torch.float16) if use_amp else nullcontext()
     outputs = []
     batches = range(0, len(pixels), batch_size)
-    with _full_precision(device, use_amp), torch.inference_mode():
-        for start in tqdm(batches, desc=desc, unit="batch", disable=not progress, file=sys.stderr):
-            batch = pixels[start : start + batch_size].to(device).permute(0, 3, 1, 2).contiguous()
-            inputs = batch.to(torch.float32).div(255).sub(mean_t).div(std_t)
-            with autocast:
-                logits = model(inputs)
-            if isinstance(logits, (tuple, list)):
-                logits = logits[0]
-            outputs.append(logits.float())
+    try:
+        with _full_precision(device, use_amp), torch.inference_mode(), _mc_seed(mc_dropout, seed, device):
+            for start in tqdm(batches, desc=desc, unit="batch", disable=not progress, file=sys.stderr):
+                batch = pixels[start : start + batch_size].to(device).permute(0, 3, 1, 2).contiguous()
+                inputs = batch.to(torch.float32).div(255).sub(mean_t).div(std_t)
+                outputs.append(_forward(model, inputs, autocast, mc_dropout))
+    finally:
+        if mc_dropout:
+            set_dropout(model, False)
     return torch.cat(outputs).cpu().numpy().astype(np.float32, copy=False)
 
 

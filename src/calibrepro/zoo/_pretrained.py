@@ -49,6 +49,7 @@ class Pin:
     member: str | None = None  # the weights inside an archive (huyvnphan's state_dicts.zip)
     reference: str = ""  # where the pin was read (repository at commit, release page)
     resources: JobResources | None = None  # this model's logits job, where the source's RESOURCES undersell it
+    dropout: float = 0.0  # rate of the network's dropout layers, read from its code (0: none; mc_dropout needs > 0)
 
     def downloads(self) -> list[Download]:
         return [self.weights, *self.code]
@@ -166,6 +167,11 @@ class PretrainedSource(Source):
                 f"models.{dataset}.{model}: {', '.join(extra)} apply only to timm names without a pin; "
                 f"{pin.name} is pinned by source {self.name!r} (remove the key)"
             )
+        if spec.get("mc_dropout") and not pin.dropout:
+            raise ModelSourceError(
+                f"models.{dataset}.{model}.mc_dropout: {self.name}'s {pin.name} has no dropout layers; remove mc_dropout "
+                "(`calibrepro models` lists which networks have them)"
+            )
         for item in pin.downloads():
             parse_checksum(item.checksum)
         if dataset == "imagenet":
@@ -208,8 +214,17 @@ class PretrainedSource(Source):
         device = select_device(settings["device"])
         weights = local_file(request.files, pin.weights)
         model = self.build(pin, request.files, pretrained=True)
+        passes = request.spec.get("mc_dropout")
+        if passes:
+            from calibrepro.training.networks import has_dropout
+
+            if not has_dropout(model):
+                raise ModelSourceError(
+                    f"models.{request.dataset}.{request.model}.mc_dropout: {self.name}'s {pin.name} has no dropout "
+                    "layers with a positive rate; remove mc_dropout"
+                )
         run = {"device": device, "batch_size": settings["batch_size"], "amp": settings["amp"],
-               "desc": f"{request.dataset}/{request.model}"}
+               "desc": f"{request.dataset}/{request.model}", "mc_dropout": passes}
         if pin.dataset in datasets.CIFAR and settings["preprocessing"] == "batched":
             tarball = local_file(request.files, datasets.cifar_download(pin.dataset))
             images, labels = datasets.read_cifar_test(tarball, pin.dataset)
@@ -236,6 +251,7 @@ class PretrainedSource(Source):
             "num_samples": int(len(labels)),
             "top1_accuracy": float(np.mean(logits.argmax(axis=1) == labels)),
             "inference": {**settings, "amp": bool(settings["amp"]) and device.type == "cuda"},
+            "variant": {"mc_dropout": passes} if passes else {},
             "environment": environment(device),
         }
         save_logits(output, logits, labels, metadata)

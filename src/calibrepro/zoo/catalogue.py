@@ -29,6 +29,7 @@ class CatalogueRow:
     licence: str
     published_top1: float | None  # %, None where the source publishes none
     checksum: str  # the weights' checksum form: sha256, sha256-prefix, unpinned
+    dropout: float = 0.0  # rate of the network's dropout layers (0: none, so no MC-Dropout variant)
 
 
 def _natural(name: str) -> list:
@@ -54,6 +55,7 @@ def catalogue(source: str | None = None, dataset: str | None = None) -> list[Cat
                     licence=pin.licence,
                     published_top1=pin.published_top1,
                     checksum=parse_checksum(pin.weights.checksum)[0],
+                    dropout=pin.dropout,
                 )
             )
     return rows
@@ -76,9 +78,12 @@ def _percent(value: float | None) -> str:
 def catalogue_table(rows: list[CatalogueRow]) -> str:
     """The catalogue as a Markdown table."""
     return markdown_table(
-        ["source", "data set", "model", "licence", "published top-1 (%)", "weights pinned by"],
+        ["source", "data set", "model", "licence", "published top-1 (%)", "weights pinned by", "dropout (mc_dropout)"],
         [
-            [row.source, row.dataset, row.model, row.licence, _percent(row.published_top1), row.checksum]
+            [
+                row.source, row.dataset, row.model, row.licence, _percent(row.published_top1), row.checksum,
+                f"{row.dropout:g}" if row.dropout else "-",
+            ]
             for row in rows
         ],
     )

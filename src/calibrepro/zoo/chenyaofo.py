@@ -104,6 +104,10 @@ WEIGHTS = {
 }
 
 
+#: family -> rate of its nn.Dropout layers in the pinned code (vgg.py: classifier, mobilenetv2.py: before the head)
+DROPOUT = {"vgg11": 0.5, "vgg13": 0.5, "vgg16": 0.5, "vgg19": 0.5, "mobilenetv2": 0.2}
+
+
 def _pin(dataset: str, name: str, asset: str, top1: float) -> Pin:
     filename = asset.split("/")[-1]
     prefix = filename.rsplit("-", 1)[1].split(".")[0]
@@ -121,6 +125,7 @@ def _pin(dataset: str, name: str, asset: str, top1: float) -> Pin:
         published_in=f"README.md of {REPO} at {COMMIT[:7]}",
         code=CODE,
         reference=f"https://github.com/{REPO}/tree/{COMMIT}",
+        dropout=DROPOUT.get(name.split("_")[0], 0.0),
     )
 
 

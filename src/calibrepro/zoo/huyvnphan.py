@@ -63,6 +63,10 @@ WEIGHTS = Download(
     path="weights/huyvnphan/state_dicts.zip",
 )
 
+#: code file -> rate of the nn.Dropout layers it defines (inception.py's and densenet.py's dropout is functional
+#: and off at test time, so MC-Dropout cannot switch it on)
+DROPOUT = {"vgg": 0.5, "mobilenetv2": 0.2, "googlenet": 0.2}
+
 #: model -> (code file defining it (the builder has the model's name), "Val. Acc." (%) in the README
 #: at COMMIT, measured on the CIFAR-10 test set)
 MODELS = {
@@ -97,6 +101,7 @@ def _pin(name: str, family: str, top1: float) -> Pin:
         code=(CODE[code_file],),
         member=f"state_dicts/{name}.pt",
         reference=f"https://github.com/{REPO}/tree/{COMMIT} (v3.0.1, doi:{ZENODO_DOI})",
+        dropout=DROPOUT.get(family, 0.0),
     )
 
 
