@@ -276,8 +276,9 @@ def test_pretrained_networks_with_dropout_take_mc_dropout(tmp_path):
     files = {"w.pt": str(tmp_path / "w.pt"), "datasets/cifar-10-python.tar.gz": str(tarball)}
     settings = {"inference": {"device": "cpu", "workers": 0, "batch_size": 8}}
 
-    def run(source, spec, name):
-        source.cache_logits(LogitsRequest("cifar10", "net", {"source": "tiny", **spec}, settings, files), tmp_path / name)
+    def run(source, spec, name, preprocessing="batched"):
+        config = {"inference": {**settings["inference"], "preprocessing": preprocessing}}
+        source.cache_logits(LogitsRequest("cifar10", "net", {"source": "tiny", **spec}, config, files), tmp_path / name)
         return load_logits(tmp_path / name)
 
     with_dropout = _TinyPretrained.make(0.5)
@@ -285,6 +286,9 @@ def test_pretrained_networks_with_dropout_take_mc_dropout(tmp_path):
     assert mc.metadata["variant"] == {"mc_dropout": 8} and not np.allclose(mc.logits, plain.logits)
     assert np.allclose(np.exp(mc.logits.astype(np.float64)).sum(axis=1), 1, atol=1e-5)
     assert run(with_dropout, {"mc_dropout": 8}, "again.npz").logits.tobytes() == mc.logits.tobytes()
+    # the reference path (torchvision transforms in a DataLoader) draws the same masks for the same inputs
+    reference = run(with_dropout, {"mc_dropout": 8}, "reference.npz", preprocessing="reference")
+    assert np.allclose(reference.logits, mc.logits, rtol=0, atol=1e-6)
     with pytest.raises(ModelSourceError, match="models.cifar10.net.mc_dropout: tiny's net has no dropout layers"):
         run(_TinyPretrained.make(0.0), {"mc_dropout": 8}, "none.npz")
     # before any job starts: the pins say which networks have dropout layers

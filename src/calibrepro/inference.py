@@ -131,6 +131,7 @@ def predict(
         num_workers=workers,
         pin_memory=device.type == "cuda",
         persistent_workers=False,
+        generator=torch.Generator(),  # its iterator's seed draw would else shift MC-Dropout's masks off batched's
     )
     model = model.to(device).eval()
     if mc_dropout:
