@@ -43,6 +43,12 @@ def test_defaults_are_filled_in():
     assert config["datasets"]["digits"] == {"evaluation_fraction": 0.5, "seed": 0}
 
 
+def test_rank_metric_defaults_to_ece_or_the_first_metric():
+    assert validate_config(minimal(), SCHEMA)["uncertainty"]["rank_metric"] == "ece"
+    config = validate_config(minimal(metrics=["accuracy", "nll"]), SCHEMA)  # no ECE: the ranks need no setting
+    assert config["uncertainty"]["rank_metric"] == "accuracy"
+
+
 def test_input_is_not_modified():
     config = minimal()
     validate_config(config, SCHEMA)

@@ -224,15 +224,16 @@ def test_a_configuration_reports_only_its_own_outputs(tmp_path):
     result = run_snakemake(tmp_path, "--configfile", str(config))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "calibrepro: removed 2 output(s) of an earlier run" in result.stderr
-    assert sorted(p.name for p in (tmp_path / "reports/byo/tables").iterdir()) == ["ece.md", "ece.tex"]
-    assert "reports/byo/tables/  (2 files)" in result.stderr
+    byo_tables = ["ece.md", "ece.tex", "ranks.md"]  # the ranks: uncertainty is on by default
+    assert sorted(p.name for p in (tmp_path / "reports/byo/tables").iterdir()) == byo_tables
+    assert "reports/byo/tables/  (3 files)" in result.stderr
     # another configuration in the same folder: folders of its own, the first one's left alone
     other = write_config(tmp_path / "other.yaml", {"models": {"theirs": models}, "metrics": ["nll"]})
     result = run_snakemake(tmp_path, "--configfile", str(other))
     assert result.returncode == 0, result.stderr[-3000:]
     summary = result.stderr[result.stderr.index("calibrepro: finished. Outputs:"):]
-    assert "reports/other/tables/  (2 files)" in summary and "byo" not in summary
-    assert sorted(p.name for p in (tmp_path / "reports/byo/tables").iterdir()) == ["ece.md", "ece.tex"]
+    assert "reports/other/tables/  (3 files)" in summary and "byo" not in summary
+    assert sorted(p.name for p in (tmp_path / "reports/byo/tables").iterdir()) == byo_tables
     assert set(pd.read_csv(tmp_path / "results/other/metrics.csv")["dataset"]) == {"theirs"}
 
 

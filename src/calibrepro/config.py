@@ -156,6 +156,9 @@ def _check_uncertainty(config: dict) -> None:
     """The metrics named by uncertainty/size_study must be computed; study sizes must fit the data."""
     from calibrepro.size_study import SizeStudyError, check_size_study_config
 
+    uncertainty = config["uncertainty"]
+    if uncertainty["rank_metric"] is None:  # default: ECE, the thesis's ranking metric, when it is computed
+        uncertainty["rank_metric"] = "ece" if "ece" in config["metrics"] else config["metrics"][0]
     for key, section in (("uncertainty.rank_metric", "uncertainty"), ("size_study.metric", "size_study")):
         metric = config[section][key.split(".")[1]]
         if config[section]["enabled"] and metric not in config["metrics"]:
