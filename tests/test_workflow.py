@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 
 import numpy as np
@@ -10,13 +11,21 @@ import pytest
 
 from calibrepro.io import load_logits
 from calibrepro.splits import load_split
-from workflow_helpers import run_snakemake, synthetic_logits, write_config
+from workflow_helpers import ROOT, run_snakemake, synthetic_logits, write_config
 
 pytestmark = pytest.mark.slow
 
 METHODS = ["uncalibrated", "histogram_binning", "isotonic", "temperature_scaling", "vector_scaling", "vector_scaling_bias"]
 # the demo config lists the methods beyond the thesis too (issue 13)
 DEMO_METHODS = METHODS + ["dirichlet_l2", "dirichlet_odir", "matrix_scaling_odir", "ensemble_temperature_scaling"]
+
+
+def readme_demo():
+    """tools/readme_demo.py, the generator and checker of the README's quotes of the demo's output."""
+    spec = importlib.util.spec_from_file_location("readme_demo", ROOT / "tools" / "readme_demo.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def byo_config(tmp_path, models, **extra):
@@ -95,6 +104,10 @@ def test_demo_runs_end_to_end_and_reruns_byte_identical(tmp_path):
     assert (intervals.loc[outside, "interval"] != "percentile").all()
     assert (intervals.loc[intervals["interval"] == "percentile", "centre"]
             == intervals.loc[intervals["interval"] == "percentile", "estimate"]).all()
+
+    # every number README.md quotes as the demo's output is this run's, at the printed digit
+    stale = readme_demo().check(ROOT / "README.md", tmp_path)
+    assert not stale, f"README.md's demo blocks {stale} are stale: `make demo`, then `python tools/readme_demo.py`"
 
     result = run_snakemake(tmp_path, "--report", "report.html")
     assert result.returncode == 0, result.stderr[-3000:]

@@ -1,0 +1,196 @@
+"""Keep every demo number README.md quotes equal to what ``make demo`` produced.
+
+    python tools/readme_demo.py [--root DIR] [--readme FILE]           # rewrite the quoted blocks
+    python tools/readme_demo.py --check [--root DIR] [--readme FILE]   # exit 1 naming each stale block
+
+The README marks each quote of the demo's output with ``<!-- demo:NAME -->`` ... ``<!-- /demo:NAME -->``;
+everything between the two markers is generated here from the demo's files under ``DIR`` (default:
+the current directory, where ``make demo`` writes ``results/demo/`` and ``reports/demo/``), printed as
+the pipeline's own tables print it, so the comparison is at the printed digit. tests/test_workflow.py
+runs ``--check`` on the demo run of its end-to-end test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import textwrap
+from pathlib import Path
+
+from calibrepro.io import write_text
+from calibrepro.layout import Layout
+from calibrepro.report.labels import format_number, method_name, metric_spec
+from calibrepro.report.metrics_file import Cell, summarise
+from calibrepro.report.size_study import read_size_study
+from calibrepro.report.tables import format_cell
+from calibrepro.report.uncertainty_files import read_intervals
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+#: the thesis's six columns of the demo's ECE table (its other methods stay in reports/demo/tables/ece.md)
+ECE_METHODS = ["uncalibrated", "histogram_binning", "isotonic", "temperature_scaling", "vector_scaling",
+               "vector_scaling_bias"]
+#: the intervals quoted: ECE of every demo model before and after two calibrators
+INTERVAL_METHODS = ["uncalibrated", "isotonic", "temperature_scaling"]
+
+
+class DemoOutputError(Exception):
+    """A demo output or a README marker is missing or not as expected."""
+
+
+def _read(path: Path) -> str:
+    if not path.is_file():
+        raise DemoOutputError(f"{path} does not exist: run `make demo` (or `snakemake --cores 2`) there first")
+    return path.read_text(encoding="utf-8")
+
+
+def ece_table(root: Path, layout: Layout) -> str:
+    """The thesis's six columns of the demo's ``ece.md``, rows and cells exactly as printed there."""
+    path = root / layout.table("ece", "md")
+    rows = [line for line in _read(path).splitlines() if line.startswith("|")]
+    split = [[cell.strip() for cell in line.strip("|").split("|")] for line in rows]
+    header = split[0]
+    columns = ["Model"] + [method_name(method, "en") for method in ECE_METHODS]
+    missing = [name for name in columns if name not in header]
+    if missing:
+        raise DemoOutputError(f"{path}: no column {', '.join(missing)} (columns: {', '.join(header)})")
+    keep = [header.index(name) for name in columns]
+    return _markdown(columns, [[cells[i] for i in keep] for cells in split[2:]])
+
+
+def _markdown(header: list[str], body: list[list[str]]) -> str:
+    """A Markdown table, first column left-aligned, the others right-aligned, padded as pandas pads."""
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+    rule = [":" + "-" * (widths[0] - 1)] + ["-" * (w - 1) + ":" for w in widths[1:]]
+    return "\n".join("| " + " | ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
+                                         for i, (cell, w) in enumerate(zip(line, widths))) + " |"
+                     for line in [header, rule, *body])
+
+
+def _wrap(text: str) -> str:
+    return textwrap.fill(text, width=100, break_long_words=False, break_on_hyphens=False)
+
+
+def _join(items: list[str]) -> str:
+    return "no model" if not items else items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def intervals_table(root: Path, layout: Layout) -> str:
+    """ECE with its 95 % interval per demo model, printed as a ``report.cells: interval`` table cell."""
+    path = root / layout.intervals
+    _read(path)
+    intervals = read_intervals(path)
+    models = list(dict.fromkeys(model for (_, model, _, metric) in intervals.cells if metric == "ece"))
+    body = []
+    for model in models:
+        cells = []
+        for method in INTERVAL_METHODS:
+            key = next((k for k in intervals.cells if k[1:] == (model, method, "ece")), None)
+            if key is None or len(intervals.cells[key]) != 1:
+                raise DemoOutputError(f"{path}: expected one seed of {model}/{method}/ece")
+            estimate, low, high, centre = next(iter(intervals.cells[key].values()))
+            cells.append(format_cell(Cell(estimate, float("nan"), 1), "ece", "md", False, (low, high, centre)))
+        body.append([model, *cells])
+    header = ["Model"] + [method_name(method, "en") for method in INTERVAL_METHODS]
+    methods = ", ".join(sorted(intervals.methods["ece"]))
+    caption = (f"ECE % and its {100 * float(intervals.level):g} % bootstrap interval (B = {intervals.resamples}, "
+               f"{methods}; † marks the bias-corrected estimate, see below), from `results/demo/intervals.csv`:")
+    return _wrap(caption) + "\n\n" + _markdown(header, body)
+
+
+def size_study_sentence(root: Path, layout: Layout) -> str:
+    """Isotonic regression against no calibration, and temperature scaling's spread, by calibration-set size."""
+    path = root / layout.size_study
+    _read(path)
+    study = read_size_study(path, "ece")
+    spec = metric_spec("ece")
+
+    def text(values, spread=True):
+        mean, sd, n = summarise(values)
+        out = format_number(spec.display(mean), spec.decimals)
+        return f"{out} ± {format_number(spec.display(sd), spec.decimals)}" if spread and n > 1 else out
+
+    sizes = sorted({size for methods in study.values() for by_size in methods.values() for size in by_size})
+    seeds = sorted({seed for methods in study.values() for by_size in methods.values()
+                    for by_seed in by_size.values() for seed in by_seed})
+    small, full = sizes[0], sizes[-1]
+    worse = {size: [] for size in (small, full)}
+    for (_, model), methods in study.items():
+        if "isotonic" not in methods or "uncalibrated" not in methods:
+            raise DemoOutputError(f"{path}: {model} lacks the isotonic or uncalibrated rows")
+        for size in worse:
+            iso, base = summarise(methods["isotonic"][size])[0], summarise(methods["uncalibrated"][size])[0]
+            if round(spec.display(iso), spec.decimals) > round(spec.display(base), spec.decimals):
+                worse[size].append(f"`{model}` ({text(methods['isotonic'][size], spread=size != full)} vs "
+                                   f"{text(methods['uncalibrated'][size], spread=False)})")
+    named = {size: _join(items) for size, items in worse.items()}
+    first = next(iter(study))
+    ts = study[first]["temperature_scaling"]
+    spreads = " → ".join(format_number(spec.display(summarise(ts[size])[1]), spec.decimals) for size in sizes[:-1])
+    sentence = (
+        f"In the demo's size study (`reports/demo/tables/size_study.md`, ECE %, mean ± sd over subset seeds "
+        f"{seeds[0]}-{seeds[-1]}; the calibration half has {full} samples), isotonic regression is worse than no "
+        f"calibration at n = {small} for {named[small]}, and with the whole calibration half for {named[full]}; "
+        f"the sd of temperature scaling over the seeds is {spreads} points at n = "
+        f"{', '.join(map(str, sizes[:-1]))} for `{first[1]}`."
+    )
+    return _wrap(sentence)
+
+
+BLOCKS = {"ece-table": ece_table, "intervals": intervals_table, "size-study": size_study_sentence}
+
+
+def generate(root: Path) -> dict[str, str]:
+    """Every block's text, generated from the demo's outputs under ``root``."""
+    layout = Layout.named("demo")
+    return {name: build(Path(root), layout) for name, build in BLOCKS.items()}
+
+
+def _pattern(name: str) -> re.Pattern:
+    return re.compile(rf"(<!-- demo:{name} -->\n)(.*?)(<!-- /demo:{name} -->)", re.DOTALL)
+
+
+def rewrite(readme: str, blocks: dict[str, str]) -> tuple[str, list[str]]:
+    """``readme`` with each block replaced by its generated text, and the names of the blocks that changed."""
+    stale = []
+    for name, body in blocks.items():
+        pattern = _pattern(name)
+        found = pattern.search(readme)
+        if found is None:
+            raise DemoOutputError(f"README.md has no block <!-- demo:{name} --> ... <!-- /demo:{name} -->")
+        text = f"\n{body}\n\n"  # blank lines around it: Markdown ends a table or paragraph there
+        if found.group(2) != text:
+            stale.append(name)
+        readme = readme[: found.start(2)] + text + readme[found.end(2):]
+    return readme, stale
+
+
+def check(readme_path: Path, root: Path) -> list[str]:
+    """Names of the README's demo blocks that differ from the demo's outputs under ``root``."""
+    return rewrite(Path(readme_path).read_text(encoding="utf-8"), generate(root))[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a block is stale")
+    parser.add_argument("--root", type=Path, default=Path.cwd(), help="folder holding results/demo, reports/demo")
+    parser.add_argument("--readme", type=Path, default=README)
+    args = parser.parse_args(argv)
+    try:
+        text, stale = rewrite(args.readme.read_text(encoding="utf-8"), generate(args.root))
+    except DemoOutputError as error:
+        print(f"readme_demo: {error}", file=sys.stderr)
+        return 2
+    if args.check:
+        for name in stale:
+            print(f"readme_demo: {args.readme}: block demo:{name} does not match the demo's output under "
+                  f"{args.root}; run `python tools/readme_demo.py` after `make demo` to rewrite it", file=sys.stderr)
+        return 1 if stale else 0
+    if stale:
+        write_text(args.readme, text)
+    print(f"readme_demo: {', '.join(stale) or 'no block'} rewritten in {args.readme}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
