@@ -110,3 +110,14 @@ def test_run_summaries(tmp_path, monkeypatch):
     (tmp_path / "job.log").write_text("working\nerror: a.npz: 'logits' holds NaN\n\n")
     failure = pipeline.failure_summary([("logits", "(dataset=d, model=m)", ["job.log"])])
     assert failure.splitlines()[1] == "  logits (dataset=d, model=m): error: a.npz: 'logits' holds NaN (full log: job.log)"
+
+
+def test_fit_plan_line_states_what_the_cost_model_knows():
+    def line(*shapes):
+        jobs = [(shape, "dirichlet_l2", {}) for shape in shapes]
+        return pipeline.fit_plan_summary(jobs, calibration_fraction=0.5, threads=2)
+
+    assert "2 full-matrix fit jobs" in line(None, None) and "time unknown until their logits exist" in line(None, None)
+    assert "expected under a CPU-minute" in line((200, 3))
+    large = line((10_000, 100), None)
+    assert "expected at most about" in large and "1 on logits of unknown shape not counted" in large

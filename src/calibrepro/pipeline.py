@@ -248,10 +248,17 @@ def fit_plan_summary(jobs: Sequence[tuple], *, calibration_fraction: float, thre
             refused += 1
         else:
             seconds += estimate
-    hours = seconds / 3600
+    if unknown == len(jobs):
+        expected = "time unknown until their logits exist"
+    elif seconds < 60:
+        expected = "expected under a CPU-minute"
+    else:
+        hours = seconds / 3600
+        expected = "expected at most about " + (
+            f"{hours:.1f} CPU-hours" if hours >= 1 else f"{seconds / 60:.0f} CPU-minutes"
+        )
     return (
-        f"calibrepro: {len(jobs)} full-matrix fit jobs (Dir-L2, Dir-ODIR, MS-ODIR): expected at most about "
-        + (f"{hours:.1f} CPU-hours" if hours >= 1 else f"{seconds / 60:.0f} CPU-minutes")
+        f"calibrepro: {len(jobs)} full-matrix fit jobs (Dir-L2, Dir-ODIR, MS-ODIR): {expected}"
         + f" ({threads} threads per job; cost model calibrepro.calibrators.dirichlet.estimated_flops, every grid point"
         " fitted: early stopping skips some)"
         + (f"; {refused} above their cpu_flop_budget: they fail on the CPU (GPU needed)" if refused else "")
