@@ -117,7 +117,8 @@ def test_fit_plan_line_states_what_the_cost_model_knows():
         jobs = [(shape, "dirichlet_l2", {}) for shape in shapes]
         return pipeline.fit_plan_summary(jobs, calibration_fraction=0.5, threads=2)
 
-    assert "2 full-matrix fit jobs" in line(None, None) and "time unknown until their logits exist" in line(None, None)
+    unknown = line(None, None)
+    assert "2 full-matrix fit jobs" in unknown and "time unknown until their logits exist" in unknown
     assert "expected under a CPU-minute" in line((200, 3))
     large = line((10_000, 100), None)
     assert "expected at most about" in large and "1 on logits of unknown shape not counted" in large
