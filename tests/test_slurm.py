@@ -219,10 +219,13 @@ def rule_of(slurm_log: str) -> str:
 # ---------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def demo_config(tmp_path_factory) -> str:
-    """The embedded demo's three trained models with the thesis's six calibrators, without the ensemble,
-    the full-matrix methods, the intervals and the size study: the rules a thesis run sends to Slurm."""
+    """The embedded demo's first three trained models with the thesis's six calibrators, without the
+    ensemble, the dropout models, the regression part, the full-matrix methods, the intervals and the size
+    study: the rules a thesis run sends to Slurm."""
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    config["models"]["digits"].pop("ensemble")
+    for model in ("ensemble", "mlp_dropout", "mlp_mc_dropout"):
+        config["models"]["digits"].pop(model)
+    config.pop("regression")
     config["calibrators"] = config["size_study"]["methods"]
     config.pop("calibrator_options")
     config["uncertainty"]["enabled"] = config["size_study"]["enabled"] = False
