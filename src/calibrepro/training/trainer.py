@@ -172,17 +172,13 @@ def train(parts: Parts, options: dict, device: torch.device, desc: str = "traini
                 correct += int((logits.detach().argmax(dim=1) == targets[batch]).sum())
             if schedule is not None:
                 schedule.step()
-            record = {
-                "epoch": epoch,
-                "loss": total_loss / len(targets),
-                "train_accuracy": correct / len(targets),
-                "seconds": round(time.perf_counter() - start, 3),
-            }
-            history.append(record)
+            record = {"epoch": epoch, "loss": total_loss / len(targets), "train_accuracy": correct / len(targets)}
+            history.append(record)  # no times in it: it goes into the logits' metadata, which reruns reproduce
+            seconds = time.perf_counter() - start
             print(
                 f"{desc}: epoch {epoch}/{options['epochs']}: loss {record['loss']:.4f}, training accuracy "
-                f"{100 * record['train_accuracy']:.2f} %, {record['seconds']:.1f} s "
-                f"({len(targets) / max(record['seconds'], 1e-9):,.0f} images/s)",
+                f"{100 * record['train_accuracy']:.2f} %, {seconds:.1f} s "
+                f"({len(targets) / max(seconds, 1e-9):,.0f} images/s)",
                 file=sys.stderr,
                 flush=True,
             )
@@ -236,14 +232,19 @@ def trained_network(
     else:
         network, history = train(parts, options, device, desc)
         save_weights(path, network, options, history)
-    record = {"weights": str(path), "sha256": _sha256(path), "from_cache": cached, "history": history}
+    record = {"weights": str(path), "sha256": weights_digest(network), "from_cache": cached, "history": history}
     return network, record
 
 
-def _sha256(path: Path) -> str:
-    from calibrepro.download import sha256_of
-
-    return sha256_of(path)
+def weights_digest(network: nn.Module) -> str:
+    """sha256 of the weights' names, dtypes, shapes and values: equal weights give equal digests (the file's
+    own sha256 differs per save: torch.save writes a random serialization id into it)."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(network.state_dict().items()):
+        values = tensor.detach().cpu().contiguous()
+        digest.update(f"{name}:{values.dtype}:{tuple(values.shape)}".encode())
+        digest.update(values.numpy().tobytes())
+    return digest.hexdigest()
 
 
 def forward(network: nn.Module, x: np.ndarray, device: torch.device) -> np.ndarray:
