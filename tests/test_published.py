@@ -27,7 +27,8 @@ def test_bundled_file_is_package_data():
 
 def test_count_is_5_tables_x_32_rows_x_6_methods(thesis):
     assert len(thesis) == 5 * 32 * 6 == 960
-    assert list(thesis.columns) == ["table", "dataset", "model", "method", "metric", "value", "bold"]
+    assert list(thesis.columns) == ["table", "dataset", "model", "method", "metric", "value", "bold", "size"]
+    assert (thesis["size"] == "").all()
     assert dict(thesis.groupby("table", sort=False)["metric"].first()) == METRICS
     for table, cells in thesis.groupby("table", sort=False):
         assert len(cells) == 192
@@ -77,7 +78,7 @@ def test_user_file_minimal_columns(tmp_path):
     frame = load_published(path)
     assert frame.to_dict("records") == [
         {"table": "ece", "dataset": "d", "model": "m", "method": "uncalibrated", "metric": "ece",
-         "value": "1.50", "bold": False}
+         "value": "1.50", "bold": False, "size": ""}
     ]
 
 
@@ -89,6 +90,9 @@ def test_user_file_minimal_columns(tmp_path):
         ("dataset,model,method,metric,value\nd,m,x,ece,1.0\nd,m,x,ece,2.0\n", "second value"),
         ("dataset,model,method,metric,value,bold\nd,m,x,ece,1.0,maybe\n", "bold"),
         ("dataset,model,method,metric,value\nd,,x,ece,1.0\n", "empty 'model'"),
+        ("dataset,model,method,metric,value,size\nd,m,x,ece,1.0,0\n", "size '0' is not a calibration-set size"),
+        ("dataset,model,method,metric,value,size\nd,m,x,ece,1.0,1e3\n", "size '1e3'"),
+        ("dataset,model,method,metric,value,size\nd,m,x,ece,1.0,10\nd,m,x,ece,2.0,10\n", "d/m/x/ece at size 10"),
     ],
 )
 def test_user_file_errors(tmp_path, text, message):
@@ -145,3 +149,14 @@ def test_the_blog_file_holds_one_cell_in_two_tables_marked_by_where_published():
         ("Guo et al. 2017 (as the blog quotes it), CIFAR-10", "3.02"),
         ("Seed 002 (blog), CIFAR-10", "3.47"),
     ]
+
+
+def test_the_blog_sweep_cells_are_kept_apart_from_the_main_tables():
+    """The blog's ECE-against-calibration-set-size cells go to the size study, not to metrics.csv's comparison."""
+    from calibrepro.report.published import main_table_cells, size_sweep_cells
+
+    blog = load_published(ROOT / "src/calibrepro/data/blog_classification.csv")
+    sweep = size_sweep_cells(blog)
+    assert set(sweep["method"]) == {"isotonic", "temperature_scaling"} and set(sweep["metric"]) == {"ece"}
+    assert sorted(set(sweep["size"].astype(int))) == [100, 200, 500, 1000, 2000, 5000, 10000]
+    assert len(main_table_cells(blog)) + len(sweep) == len(blog) and (main_table_cells(blog)["size"] == "").all()

@@ -120,3 +120,32 @@ def test_size_study_report_table_and_figure(tmp_path):
     assert "| digits | net | Uncalibrated | 3.00 ± 0.00 | 3.00 ± 0.00 |" in table
     assert "| digits | net | Isotonic | 5.50 ± 1.41 | 5.00 ± 1.41 |" in table
     assert table.index("Uncalibrated") < table.index("Isotonic")
+
+
+def test_published_sweeps_appear_beside_ours_with_their_spread_check(tmp_path):
+    """A published sweep row under its method; within-spread per the 2-sd rule; a size not studied is counted apart."""
+    from calibrepro.report.size_study import write_size_study_report
+
+    lines = ["dataset,model,method,size,seed,metric,value"]
+    for seed, ece in ((0, 0.04), (1, 0.06)):  # mean 5.00 %, sd 1.41 %: within for |p - 5| <= 2.83 + 0.005
+        lines += [f"digits,net,isotonic,{size},{seed},ece,{ece!r}" for size in (50, 100)]
+    study = tmp_path / "study.csv"
+    study.write_text("\n".join(lines) + "\n")
+    published = tmp_path / "published.csv"
+    published.write_text(
+        "table,dataset,model,method,metric,value,size\n"
+        "Blog,digits,net,isotonic,ece,7.80,50\n"      # inside: 2.80 <= 2.83
+        "Blog,digits,net,isotonic,ece,7.90,100\n"     # outside
+        "Blog,digits,net,isotonic,ece,1.00,400\n"     # not studied
+        "Blog,digits,net,isotonic,ece,9.99,\n"        # a main-table cell: not in the sweep
+        "Blog,other,net,isotonic,ece,1.00,50\n"       # a model outside this study: ignored
+    )
+    figure = (tmp_path / "f.png", tmp_path / "f.pdf")
+    write_size_study_report(study, "ece", tmp_path / "t.md", {"digits": figure}, language="en", published_csv=published)
+    table = (tmp_path / "t.md").read_text()
+    assert "| Data | Model | Method | n = 50 | n = 100 | n = 400 |" in table
+    assert "| digits | net | Isotonic | 5.00 ± 1.41 | 5.00 ± 1.41 | — |" in table
+    assert "| digits | net | Isotonic, published: Blog | 7.80 | 7.90 | 1.00 |" in table
+    assert "within our subset spread (mean ± 2 sd + half a printed unit): 1 of 2 (1 published sizes not in" in table
+    assert "9.99" not in table and "other" not in table
+    assert figure[0].stat().st_size > 0

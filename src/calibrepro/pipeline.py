@@ -581,12 +581,13 @@ def gather_size_study_step(inputs: Sequence[str | Path], output, *, log=None) ->
 
 @offload
 def size_study_report_step(study_csv, md_output, *, metric: str, figures: Mapping[str, tuple], language: str,
-                           log=None) -> None:
-    """The size study's table and one figure per data set."""
+                           published_csv=None, log=None) -> None:
+    """The size study's table and one figure per data set, with the published sweeps of ``published_csv``."""
     from calibrepro.report.size_study import write_size_study_report
 
     with step_log(log) as logger:
-        write_size_study_report(study_csv, metric, md_output, dict(figures), language=language)
+        write_size_study_report(study_csv, metric, md_output, dict(figures), language=language,
+                                published_csv=published_csv)
         logger.info("size study of %s -> %s and %d figure(s)", metric, md_output, len(figures))
 
 

@@ -149,6 +149,7 @@ rule size_study_gather:
 rule size_study_report:
     input:
         LAYOUT.size_study,
+        published=[config["report"]["published"]] if config["report"]["published"] else [],
     output:
         md=report(
             LAYOUT.table("size_study", "md"),
@@ -166,5 +167,6 @@ rule size_study_report:
         metric=SIZE_STUDY["metric"],
         figures=dataset_figures("size_study"),
         language=config["report"]["language"],
+        published_csv=config["report"]["published"],
     run:
         pipeline.size_study_report_step(input[0], output.md, log=log[0], **params)

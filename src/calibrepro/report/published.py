@@ -15,6 +15,10 @@ decimals is the printed precision the comparison uses. ``table`` (a label such a
 metric key, a missing ``bold`` with ``False``. Metric and method keys are the pipeline's. One cell may
 appear in several tables (a value and the value another paper published for the same cell, as the
 bundled ``blog_classification.csv`` holds them), once per table.
+
+An optional ``size`` column holds a calibration-set size for cells of a calibration-set-size
+sweep (the blog's ECE against the calibration-set size): such cells are compared with the size
+study (:mod:`calibrepro.report.size_study`), the others (``size`` empty) with ``metrics.csv``.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 REQUIRED = ("dataset", "model", "method", "metric", "value")
-COLUMNS = ("table",) + REQUIRED + ("bold",)
+COLUMNS = ("table",) + REQUIRED + ("bold", "size")
 BUNDLED = "thesis_appendix.csv"
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)$")
 _TRUE = {"true", "1", "yes", "y", "t"}
@@ -51,8 +55,9 @@ def decimals_of(value: str) -> int:
 def load_published(path=None) -> pd.DataFrame:
     """Load published values: the bundled thesis appendix when ``path`` is None, else the CSV at ``path``.
 
-    Returns a DataFrame with columns ``table, dataset, model, method, metric, value, bold`` in file
-    order: ``value`` is a string as printed (stripped), ``bold`` a bool, the rest strings. Raises
+    Returns a DataFrame with columns ``table, dataset, model, method, metric, value, bold, size`` in
+    file order: ``value`` is a string as printed (stripped), ``bold`` a bool, the rest strings
+    (``size`` empty for cells of the main tables). Raises
     :class:`PublishedFileError` for missing columns, non-numeric values or duplicated cells.
     """
     source = bundled_path() if path is None else Path(os.fspath(path))
@@ -70,6 +75,14 @@ def load_published(path=None) -> pd.DataFrame:
         frame["table"] = frame["metric"]
     if "bold" not in frame.columns:
         frame["bold"] = "false"
+    if "size" not in frame.columns:
+        frame["size"] = ""
+    bad_size = frame.index[(frame["size"] != "") & ~frame["size"].str.fullmatch(r"[1-9]\d*")]
+    if len(bad_size):
+        row = bad_size[0]
+        raise PublishedFileError(
+            f"{source}, line {row + 2}: size {frame.at[row, 'size']!r} is not a calibration-set size (a positive integer)"
+        )
     bold = frame["bold"].str.lower()
     unknown = sorted(set(bold) - _TRUE - _FALSE)
     if unknown:
@@ -83,9 +96,20 @@ def load_published(path=None) -> pd.DataFrame:
     if len(bad):
         row = bad[0]
         raise PublishedFileError(f"{source}, line {row + 2}: value {frame.at[row, 'value']!r} is not a plain number")
-    duplicated = frame.duplicated(["table", "dataset", "model", "method", "metric"], keep="first")
+    duplicated = frame.duplicated(["table", "dataset", "model", "method", "metric", "size"], keep="first")
     if duplicated.any():  # one value per cell and table: two publications of one cell go in two tables
         row = frame.index[duplicated][0]
         cell = "/".join(frame.loc[row, ["dataset", "model", "method", "metric"]])
+        cell += f" at size {frame.at[row, 'size']}" if frame.at[row, "size"] else ""
         raise PublishedFileError(f"{source}, line {row + 2}: a second value for {cell} in table {frame.at[row, 'table']!r}")
     return frame[list(COLUMNS)].reset_index(drop=True)
+
+
+def main_table_cells(published: pd.DataFrame) -> pd.DataFrame:
+    """The cells compared with ``metrics.csv``: those without a calibration-set size."""
+    return published[published["size"] == ""].reset_index(drop=True)
+
+
+def size_sweep_cells(published: pd.DataFrame) -> pd.DataFrame:
+    """The cells of calibration-set-size sweeps (``size`` set), compared with the size study."""
+    return published[published["size"] != ""].reset_index(drop=True)

@@ -38,7 +38,7 @@ from calibrepro.report.labels import (
     INTERVAL_NAMES, check_language, format_number, method_name, metric_spec, short_name,
 )
 from calibrepro.report.metrics_file import Metrics, read_metrics, summarise, table_cells
-from calibrepro.report.published import decimals_of, load_published
+from calibrepro.report.published import decimals_of, load_published, main_table_cells
 from calibrepro.report.tables import md_escape
 from calibrepro.report.uncertainty_files import Intervals, read_intervals
 
@@ -82,6 +82,8 @@ _TEXT = {
         "unpublished_methods": "No published values exist for {what} (methods beyond the published table): their "
         "columns are regenerated values only.",
         "nothing_missing": "Every published cell of this run's models has a regenerated value.",
+        "sweep_cells": "{count} published cell(s) of calibration-set-size sweeps are compared with the size study "
+        "in its table (`tables/size_study.md`).",
         "all_cells": "All compared cells",
         "table": "Table",
         "metric": "Metric",
@@ -142,6 +144,8 @@ _TEXT = {
         "unpublished_methods": "Для методов {what} (вне опубликованной таблицы) опубликованных значений нет: "
         "их столбцы содержат только полученные значения.",
         "nothing_missing": "Для каждой опубликованной ячейки моделей этого запуска есть полученное значение.",
+        "sweep_cells": "Опубликованных ячеек зависимости от размера калибровочной выборки: {count}; они сравниваются "
+        "с исследованием размера в его таблице (`tables/size_study.md`).",
         "all_cells": "Все сравненные ячейки",
         "table": "Таблица",
         "metric": "Метрика",
@@ -348,9 +352,11 @@ def render_reproduction(
     seed: int = 0,
     noise_sigmas: float = 2.0,
     intervals: Intervals | None = None,
+    sweep_cells: int = 0,
 ) -> str:
     """The reproduction report as Markdown text (``published_label`` None = the bundled thesis values);
-    ``intervals`` adds whether each published value lies inside our bootstrap interval."""
+    ``intervals`` adds whether each published value lies inside our bootstrap interval; ``sweep_cells``
+    counts the published size-sweep cells left to the size study's table."""
     t = _TEXT[check_language(language)]
     comparisons, unmatched, extra = compare(
         metrics, published, seed=seed, noise_sigmas=noise_sigmas, intervals=intervals
@@ -506,6 +512,8 @@ def render_reproduction(
         if unpublished:  # methods beyond the published ones (e.g. Dir-L2, ETS): say so, no gap
             names = [method_name(m, language) for m in unpublished]
             notes.append("- " + t["unpublished_methods"].format(what=md_escape(", ".join(names))))
+    if sweep_cells:
+        notes.append("- " + t["sweep_cells"].format(count=sweep_cells))
     out += notes + [""]
 
     if comparisons:
@@ -532,7 +540,8 @@ def write_reproduction_report(
     published = load_published(published_csv)
     text = render_reproduction(
         metrics,
-        published,
+        main_table_cells(published),
+        sweep_cells=len(published) - len(main_table_cells(published)),
         metrics_label=os.fspath(metrics_csv),
         published_label=None if published_csv is None else os.fspath(published_csv),
         language=language,
