@@ -283,9 +283,12 @@ def test_pretrained_networks_with_dropout_take_mc_dropout(tmp_path):
 
     with_dropout = _TinyPretrained.make(0.5)
     plain, mc = run(with_dropout, {}, "plain.npz"), run(with_dropout, {"mc_dropout": 8}, "mc.npz")
-    assert mc.metadata["variant"] == {"mc_dropout": 8} and not np.allclose(mc.logits, plain.logits)
+    assert mc.metadata["variant"] == {"mc_dropout": 8, "mc_seed": 0, "batch_size": 8}
+    assert not np.allclose(mc.logits, plain.logits)
     assert np.allclose(np.exp(mc.logits.astype(np.float64)).sum(axis=1), 1, atol=1e-5)
     assert run(with_dropout, {"mc_dropout": 8}, "again.npz").logits.tobytes() == mc.logits.tobytes()
+    other = run(with_dropout, {"mc_dropout": 8, "mc_seed": 1}, "other.npz")
+    assert other.metadata["variant"]["mc_seed"] == 1 and not np.allclose(other.logits, mc.logits)
     # the reference path (torchvision transforms in a DataLoader) draws the same masks for the same inputs
     reference = run(with_dropout, {"mc_dropout": 8}, "reference.npz", preprocessing="reference")
     assert np.allclose(reference.logits, mc.logits, rtol=0, atol=1e-6)
@@ -296,6 +299,8 @@ def test_pretrained_networks_with_dropout_take_mc_dropout(tmp_path):
     with pytest.raises(ModelSourceError, match="models.cifar10.r20.mc_dropout: chenyaofo's resnet20 has no dropout layers"):
         get_source("chenyaofo").check("cifar10", "r20", spec, {})
     get_source("chenyaofo").check("cifar10", "v", {**spec, "name": "vgg16_bn"}, {})
+    with pytest.raises(ModelSourceError, match="models.cifar10.v.mc_seed: seeds MC-Dropout's masks; set mc_dropout"):
+        get_source("chenyaofo").check("cifar10", "v", {"source": "chenyaofo", "name": "vgg16_bn", "mc_seed": 3}, {})
 
 
 def test_pinned_dropout_rates_match_the_original_code():

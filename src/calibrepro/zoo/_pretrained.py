@@ -167,6 +167,8 @@ class PretrainedSource(Source):
                 f"models.{dataset}.{model}: {', '.join(extra)} apply only to timm names without a pin; "
                 f"{pin.name} is pinned by source {self.name!r} (remove the key)"
             )
+        if "mc_seed" in spec and not spec.get("mc_dropout"):
+            raise ModelSourceError(f"models.{dataset}.{model}.mc_seed: seeds MC-Dropout's masks; set mc_dropout or remove it")
         if spec.get("mc_dropout") and not pin.dropout:
             raise ModelSourceError(
                 f"models.{dataset}.{model}.mc_dropout: {self.name}'s {pin.name} has no dropout layers; remove mc_dropout "
@@ -223,8 +225,9 @@ class PretrainedSource(Source):
                     f"models.{request.dataset}.{request.model}.mc_dropout: {self.name}'s {pin.name} has no dropout "
                     "layers with a positive rate; remove mc_dropout"
                 )
+        mc_seed = int(request.spec.get("mc_seed", 0))
         run = {"device": device, "batch_size": settings["batch_size"], "amp": settings["amp"],
-               "desc": f"{request.dataset}/{request.model}", "mc_dropout": passes}
+               "desc": f"{request.dataset}/{request.model}", "mc_dropout": passes, "seed": mc_seed}
         if pin.dataset in datasets.CIFAR and settings["preprocessing"] == "batched":
             tarball = local_file(request.files, datasets.cifar_download(pin.dataset))
             images, labels = datasets.read_cifar_test(tarball, pin.dataset)
@@ -251,7 +254,7 @@ class PretrainedSource(Source):
             "num_samples": int(len(labels)),
             "top1_accuracy": float(np.mean(logits.argmax(axis=1) == labels)),
             "inference": {**settings, "amp": bool(settings["amp"]) and device.type == "cuda"},
-            "variant": {"mc_dropout": passes} if passes else {},
+            "variant": {"mc_dropout": passes, "mc_seed": mc_seed, "batch_size": settings["batch_size"]} if passes else {},
             "environment": environment(device),
         }
         save_logits(output, logits, labels, metadata)
