@@ -107,6 +107,8 @@ def test_run_summaries(tmp_path, monkeypatch):
          "report": ["reports/reproduction.md"]}
     )
     assert summary.splitlines() == ["calibrepro: finished. Outputs:", "  tables    reports/tables/  (2 files)"]
+    longer = pipeline.outputs_summary({"tables": ["reports/tables/ece.md"], "regression metrics": ["reports/tables/ece.tex"]})
+    assert longer.splitlines()[1:] == ["  tables             reports/tables/ece.md", "  regression metrics reports/tables/ece.tex"]
     (tmp_path / "job.log").write_text("working\nerror: a.npz: 'logits' holds NaN\n\n")
     failure = pipeline.failure_summary([("logits", "(dataset=d, model=m)", ["job.log"])])
     assert failure.splitlines()[1] == "  logits (dataset=d, model=m): error: a.npz: 'logits' holds NaN (full log: job.log)"

@@ -768,16 +768,16 @@ def regression_reproduction_step(metrics_csv, output, *, sources: Mapping[str, s
 
 def outputs_summary(groups: Mapping[str, Sequence[str]]) -> str:
     """Lines telling where a finished run's outputs are: per group, its folder and the files present."""
+    found = {name: [path for path in paths if os.path.exists(path)] for name, paths in groups.items()}
+    found = {name: present for name, present in found.items() if present}
+    width = max([9, *map(len, found)])  # the names line up, the longest included
     lines = []
-    for name, paths in groups.items():
-        present = [path for path in paths if os.path.exists(path)]
-        if not present:
-            continue
+    for name, present in found.items():
         if len(present) == 1:
             where = present[0]
         else:
             where = f"{os.path.commonpath(present)}/  ({len(present)} files)"
-        lines.append(f"  {name:<9} {where}")
+        lines.append(f"  {name:<{width}} {where}")
     if not lines:
         return ""
     return "\n".join(["calibrepro: finished. Outputs:", *lines])
