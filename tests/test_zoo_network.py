@@ -238,3 +238,33 @@ def test_an_unreadable_image_is_named(tmp_path):
     with pytest.raises(DatasetError, match=r"^\S*broken.png: not a readable image .*replace or remove the file$"):
         run("checkpoint", "shapes", "m", spec, config, tmp_path / "m.npz")
     assert not (tmp_path / "m.npz").exists()
+
+
+def test_mc_dropout_of_a_network_by_name(tmp_path):
+    """A checkpoint of a torchvision architecture with dropout takes mc_dropout (seeded by mc_seed); one without refuses."""
+    import timm
+    import torchvision
+
+    torch.manual_seed(0)
+    net = torchvision.models.squeezenet1_1(num_classes=3).eval()  # classifier dropout p = 0.5
+    torch.save(net.state_dict(), tmp_path / "squeezenet.pth")
+    root = write_folder(tmp_path / "shapes", {"a": 2, "b": 2, "c": 2}, size=32)
+    config = settings(tmp_path, {"shapes": {"source": "imagefolder", "root": str(root)}})
+    spec = {"source": "checkpoint", "architecture": "squeezenet1_1", "path": str(tmp_path / "squeezenet.pth"),
+            "preprocessing": {"mean": [0.5] * 3, "std": [0.25] * 3}}
+    plain = run("checkpoint", "shapes", "plain", spec, config, tmp_path / "plain.npz")
+    mc = run("checkpoint", "shapes", "mc", {**spec, "mc_dropout": 6}, config, tmp_path / "mc.npz")
+    again = run("checkpoint", "shapes", "mc", {**spec, "mc_dropout": 6}, config, tmp_path / "again.npz")
+    other = run("checkpoint", "shapes", "mc", {**spec, "mc_dropout": 6, "mc_seed": 1}, config, tmp_path / "other.npz")
+    assert plain.metadata["variant"] == {} and mc.metadata["variant"] == {"mc_dropout": 6, "mc_seed": 0, "batch_size": 4}
+    assert mc.logits.tobytes() == again.logits.tobytes()
+    assert not np.allclose(mc.logits, plain.logits) and not np.allclose(mc.logits, other.logits)
+    assert np.allclose(np.exp(mc.logits.astype(np.float64)).sum(axis=1), 1, atol=1e-5)  # log of a mean softmax
+
+    # timm builds its head with drop rate 0 by default: no dropout layer of a positive rate
+    torch.save(timm.create_model("test_efficientnet", num_classes=3).state_dict(), tmp_path / "eff.pth")
+    none = {"source": "checkpoint", "architecture": "test_efficientnet", "path": str(tmp_path / "eff.pth"),
+            "preprocessing": {"input_size": [3, 32, 32], "crop_pct": 1.0}, "mc_dropout": 6}
+    with pytest.raises(ModelSourceError, match="models.shapes.eff.mc_dropout: this network has no dropout layers"):
+        run("checkpoint", "shapes", "eff", none, config, tmp_path / "eff.npz")
+    assert not (tmp_path / "eff.npz").exists()

@@ -108,8 +108,10 @@ class NetworkSource(Source):
         columns = evaluation_sets.output_columns(
             request.dataset, request.config, data.class_names, network.num_outputs, network.label_names
         )
+        variant = mc_dropout_variant(request, network.module, settings["batch_size"])
         run = {"device": device, "batch_size": settings["batch_size"], "amp": settings["amp"],
-               "desc": f"{request.dataset}/{request.model}"}
+               "desc": f"{request.dataset}/{request.model}", "mc_dropout": variant.get("mc_dropout"),
+               "seed": variant.get("mc_seed", 0)}
         if data.images is not None and network.normalization and settings["preprocessing"] == "batched":
             logits = predict_array(network.module, data.images, *network.normalization, **run)
         else:
@@ -137,9 +139,28 @@ class NetworkSource(Source):
             "num_samples": int(len(data)),
             "top1_accuracy": float(np.mean(logits.argmax(axis=1) == data.labels)),
             "inference": {**settings, "amp": bool(settings["amp"]) and device.type == "cuda"},
+            "variant": variant,
             "environment": environment(device),
         }
         save_logits(output, logits, data.labels, metadata)
+
+
+def mc_dropout_variant(request: LogitsRequest, module, batch_size: int) -> dict:
+    """The entry's MC-Dropout settings as recorded in the metadata (``{}`` without ``mc_dropout``);
+    stops, naming the key, when the network has no dropout layer of a positive rate."""
+    where = f"models.{request.dataset}.{request.model}"
+    passes = request.spec.get("mc_dropout")
+    if not passes:
+        if "mc_seed" in request.spec:
+            raise ModelSourceError(f"{where}.mc_seed: seeds MC-Dropout's masks; set mc_dropout or remove it")
+        return {}
+    from calibrepro.training.networks import has_dropout
+
+    if not has_dropout(module):
+        raise ModelSourceError(
+            f"{where}.mc_dropout: this network has no dropout layers with a positive rate; remove mc_dropout"
+        )
+    return {"mc_dropout": int(passes), "mc_seed": int(request.spec.get("mc_seed", 0)), "batch_size": int(batch_size)}
 
 
 def describe_weights(download: Download, path: Path) -> dict:
