@@ -245,13 +245,16 @@ def frequency_problem(k=4, distinct=40, seed=14):
     return x, y
 
 
-@pytest.mark.parametrize("dense", [True, False], ids=["formed-hessian", "conjugate-gradients"])
-def test_newton_converges_to_a_known_optimum(dense, monkeypatch):
+@pytest.mark.parametrize("step", ["formed-hessian", "cg-block-jacobi", "cg-diagonal"])
+def test_newton_converges_to_a_known_optimum(step, monkeypatch):
     from calibrepro.calibrators import newton
     from calibrepro.calibrators.newton import SoftmaxRegression, penalty_weights
 
+    dense = step == "formed-hessian"
     if not dense:
         monkeypatch.setattr(newton, "_DENSE_MAX", 0)
+    if step == "cg-diagonal":
+        monkeypatch.setattr(newton, "_BLOCK_MAX_K", 0)
 
     x, y = frequency_problem()
     k = x.shape[1]
@@ -298,9 +301,11 @@ def test_path_chooses_like_independent_cold_start_fits(method):
     assert np.array_equal(stopped.weights_, cal.weights_)
 
 
-def test_fits_are_identical_for_any_thread_count():
-    z, y = overconfident(400, 5, seed=17)
+@pytest.mark.parametrize("k", [5, 40], ids=["formed-hessian", "cg-block-jacobi"])
+def test_fits_are_identical_for_any_thread_count(k):
+    z, y = overconfident(400, k, seed=17)
     fitted = [make_calibrator("dirichlet_odir", **SMALL_GRID, threads=t).fit(z, y).to_json() for t in (1, 2, 3)]
+    assert k < 40 or fitted[0]["diagnostics"]["n_hessp"] > 0
     for data in fitted:
         data["hyperparameters"].pop("threads")
     assert json.dumps(fitted[0]) == json.dumps(fitted[1]) == json.dumps(fitted[2])

@@ -15,9 +15,18 @@ Newton step.  The Hessian of the softmax NLL is never formed: its product with a
 ``dS = x V^T + d`` (Böhning 1992, "Multinomial logistic regression algorithm", the Hessian
 ``diag(p) - p p^T`` per sample; Nocedal & Wright 2006, "Numerical Optimization", sec. 7.1,
 Hessian-free Newton-CG), two ``N x K x K`` products like one gradient.  The step solves
-``H p = -g`` by conjugate gradients preconditioned with the diagonal of ``H``, stopped at the
-forcing tolerance ``|r| <= min(0.5, sqrt|g|) |g|`` (Nocedal & Wright, Algorithm 7.1: inexact
-Newton, superlinear), then a backtracking Armijo line search (sufficient decrease 1e-4).
+``H p = -g`` by preconditioned conjugate gradients, stopped at the forcing tolerance
+``|r| <= min(0.5, sqrt|g|) |g|`` (Nocedal & Wright, Algorithm 7.1: inexact Newton,
+superlinear), then a backtracking Armijo line search (sufficient decrease 1e-4).
+
+Preconditioner.  Block Jacobi where its blocks fit in memory (K <= ``_BLOCK_MAX_K``, the CPU):
+the K diagonal blocks of ``H``, one ``(K+1) x (K+1)`` block per class i (the parameters
+``(W_i., c_i)``: ``X~^T diag(p_.i (1 - p_.i)) X~ / N`` plus the penalty), inverted.  The blocks'
+data part costs about 20 Hessian products at K = 100, so it is kept across Newton iterations and
+across the fits of one data set (the warm-started path moves ``P`` little) and recomputed only
+after a solve that needed more than ``_REFRESH_CG`` products; the penalty is added exactly per
+fit.  Measured at K = 100 (one fold's Dir-ODIR path): 905 Hessian products with the diagonal
+preconditioner, 175 with the blocks.  Elsewhere (K > ``_BLOCK_MAX_K``, a GPU) the diagonal of ``H``.
 
 Precision.  Loss and gradient are computed in float64; the Hessian products, which only choose
 the search direction, in float32 (measured at K = 100: 2.5x faster products, the same fitted
@@ -46,6 +55,12 @@ _MAX_HALVINGS = 40
 _MAX_CG = 250
 #: at most this many parameters K (K + 1): the Newton step from the formed Hessian (K <= 31)
 _DENSE_MAX = 1000
+#: block-Jacobi preconditioner up to this K (its K inverted (K+1)^2 blocks: 0.3 GB at K = 320);
+#: its data part is recomputed after a CG solve longer than ``_REFRESH_CG`` products
+_BLOCK_MAX_K = 320
+_REFRESH_CG = 20
+#: the block data from one N x (K+1)(K+2)/2 table of feature products when it is at most this large
+_TABLE_BYTES = 2**27
 
 
 def penalty_weights(penalty: str, k: int, lam: float, mu: float) -> tuple[np.ndarray, float]:
@@ -128,6 +143,10 @@ class SoftmaxRegression:
         self._ones_n, self._ones_n32 = ops.to(np.ones(self.n)), ops.to(np.ones(self.n, np.float32))
         self._ones_k, self._ones_k32 = ops.to(np.ones(self.k)), ops.to(np.ones(self.k, np.float32))
         self._m = ops.to(self.m)
+        #: block-Jacobi data ``X~^T diag(v_i) X~ / N`` per class (float64, K x (K+1) x (K+1)) and
+        #: whether the last CG solve asked for new ones
+        self._blocks, self._stale = None, True
+        self._table = None
 
     # --- float64 loss and gradient -----------------------------------------------------------
     def _scores(self, w, c):
@@ -187,6 +206,60 @@ class SoftmaxRegression:
         hd += cb * db
         return hv, hd
 
+    def _uses_blocks(self) -> bool:
+        return self.ops.device is None and self.k <= _BLOCK_MAX_K
+
+    def _block_data(self, p32) -> np.ndarray:
+        """``X~^T diag(p_.i (1 - p_.i)) X~ / N`` for every class i, ``X~ = [x - m, 1]`` (K x (K+1) x (K+1))."""
+        n, k = self.n, self.k
+        v = p32 * (1.0 - p32)
+        xt = np.hstack([self._xc32, np.ones((n, 1), np.float32)])
+        upper = np.triu_indices(k + 1)
+        if n * len(upper[0]) * 4 <= _TABLE_BYTES:
+            # all products x~_a x~_b (a <= b) once per data set: then one (K x N) by (N x T) product
+            if self._table is None:
+                self._table = np.hstack([xt[:, a : a + 1] * xt[:, a:] for a in range(k + 1)])
+            blocks = np.zeros((k, k + 1, k + 1))
+            blocks[:, upper[0], upper[1]] = v.T @ self._table
+            blocks += np.triu(blocks, 1).transpose(0, 2, 1)
+        else:
+            blocks = np.stack([(xt * v[:, i : i + 1]).T @ xt for i in range(k)]).astype(np.float64)
+        blocks /= n
+        return blocks
+
+    def _block_preconditioner(self, cw, cb):
+        """``(rW, rc) -> B^-1 (rW, rc)``, ``B`` the data blocks plus this fit's penalty, per class.
+
+        The penalty block of class i: ``cw_i.`` on the diagonal of ``W_i.`` and ``cb a a^T``,
+        ``a = (-m, 1)`` (``b = c - W m``).  A block that is not positive definite (an
+        unpenalised flat direction) gets the smallest diagonal shift that makes it so.
+        """
+        from scipy.linalg import LinAlgError, cho_factor, cho_solve
+
+        k = self.k
+        a = np.append(-self.m, 1.0)
+        inverse = self._blocks + cb * np.outer(a, a)
+        index = np.arange(k)
+        inverse[:, index, index] += cw
+        eye = np.eye(k + 1)
+        for i in range(k):
+            shift = 0.0
+            while True:
+                try:
+                    factor = cho_factor(inverse[i] + shift * eye if shift else inverse[i])
+                    break
+                except LinAlgError:
+                    shift = max(shift * 100.0, 1e-12 * float(np.abs(np.diag(inverse[i])).max()), 1e-300)
+            inverse[i] = cho_solve(factor, eye)
+        inverse = inverse.astype(np.float32)  # only picks the CG directions: 3x faster products
+
+        def precondition(rw, rc):
+            r = np.concatenate([rw, rc[:, None]], axis=1).astype(np.float32)
+            s = np.matmul(inverse, r[:, :, None])[:, :, 0].astype(np.float64)
+            return np.ascontiguousarray(s[:, :k]), np.ascontiguousarray(s[:, k])
+
+        return precondition
+
     def nll_sum(self, w, b) -> float:
         """Summed NLL of ``softmax(x W^T + b)`` on this data (held-out scoring), float64."""
         w, c = self.ops.to(np.asarray(w, dtype=np.float64)), self.ops.to(np.asarray(b + w @ self.m, dtype=np.float64))
@@ -206,6 +279,7 @@ class SoftmaxRegression:
         evaluations, products = 1, 0
         reason, converged, iterations = "", False, 0
         grad_max = _max_abs(gw, gc)
+        blocks = None  # this fit's block-Jacobi preconditioner, made at its first CG step
         while True:
             if grad_max <= tolerance:
                 converged, reason = True, f"gradient max-abs {grad_max:.1e} <= tolerance {tolerance:g}"
@@ -218,6 +292,16 @@ class SoftmaxRegression:
             if self.k * (self.k + 1) <= _DENSE_MAX and self.ops.device is None:
                 sw, sc = self._dense_direction(p, gw, gc, cw, cb)
                 precondition = self.hessian_parts(p, cw, cb)[1]
+            elif self._uses_blocks():
+                p32 = p.astype(np.float32)
+                if self._blocks is None or self._stale:
+                    self._blocks, blocks = self._block_data(p32), None
+                if blocks is None:
+                    blocks = self._block_preconditioner(cw, cb)
+                precondition = blocks
+                sw, sc, used = self._newton_direction(p32, gw, gc, precondition, cw, cb)
+                self._stale = used > _REFRESH_CG
+                products += used
             else:
                 p32, precondition = self.hessian_parts(p, cw, cb)
                 sw, sc, used = self._newton_direction(p32, gw, gc, precondition, cw, cb)
@@ -242,7 +326,7 @@ class SoftmaxRegression:
             grad_max = _max_abs(gw, gc)
         w_np, c_np = ops.numpy(w), ops.numpy(c)
         info = {
-            "optimizer": "Newton-CG (Hessian-vector products, diagonal preconditioner, Armijo line search)",
+            "optimizer": "Newton-CG (Hessian-vector products, block-Jacobi or diagonal preconditioner, Armijo line search)",
             "tolerance": tolerance,
             "n_iter": iterations,
             "n_eval": evaluations,
