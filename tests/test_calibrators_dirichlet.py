@@ -327,3 +327,21 @@ def test_torch_backend_matches_numpy():
     assert fits[0][2]["converged"] and fits[1][2]["converged"] and fits[1][2]["n_hessp"] > 0
     np.testing.assert_allclose(fits[1][0], fits[0][0], atol=1e-8)
     np.testing.assert_allclose(fits[1][1], fits[0][1], atol=1e-8)
+
+
+def test_a_fit_that_did_not_converge_is_marked_in_the_tables(tmp_path):
+    """fit_step -> evaluate_step -> table: the non-converged fit's cell carries the mark (issue 18)."""
+    from calibrepro.pipeline import evaluate_step, table_step
+
+    z, y = overconfident(400, 5, seed=19)
+    save_logits(tmp_path / "a.npz", z, y)
+    split_step(tmp_path / "a.npz", 0.5, 0, tmp_path / "split.npz", dataset="d")
+    fits = {m: tmp_path / f"{m}.json" for m in ("temperature_scaling", "dirichlet_odir")}
+    options = {"dirichlet_odir": {"lambdas": [0.01], "mus": [0.01], "device": "cpu", "max_iter": 1}}
+    fit_step(tmp_path / "a.npz", tmp_path / "split.npz", fits, bins=15, options=options)
+    evaluate_step(tmp_path / "a.npz", tmp_path / "split.npz", tmp_path / "eval.csv", tmp_path / "rel.json",
+                  calibrators=fits, metrics=["ece", "nll"], bins=15, dataset="d", model="m", seed=0)
+    assert "dirichlet_odir,0,fit_not_converged,1.0" in (tmp_path / "eval.csv").read_text()
+    table_step(tmp_path / "eval.csv", "nll", tmp_path / "t.md", tmp_path / "t.tex", language="en", bins=15)
+    row = [c.strip() for c in (tmp_path / "t.md").read_text().splitlines()[-1].strip("|").split("|")]
+    assert row[2:] and not row[2].endswith("‡") and row[3].endswith("‡"), row

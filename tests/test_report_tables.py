@@ -362,3 +362,24 @@ def test_write_table_reads_the_uncertainty_files(metrics_csv, tmp_path):
     cmp = write_comparisons(tmp_path / "cmp.csv", {("cifar10", "densenet121", "uncalibrated"): 1})
     write_table(metrics_csv, "ece", tmp_path / "t.md", tmp_path / "t.tex", language="en", comparisons_csv=cmp)
     assert md_rows((tmp_path / "t.md").read_text())[2][2] == "**1.90**"
+
+
+def test_cells_of_fits_that_did_not_converge_are_marked_with_a_legend(tmp_path):
+    """A ``fit_not_converged`` row (issue 18) marks that method's cells; it is no metric of any table."""
+    path = write_metrics(tmp_path / "m.csv")
+    with open(path, "a", newline="") as handle:
+        csv.writer(handle).writerow(["cifar10", "densenet121", "isotonic", 0, "fit_not_converged", "1.0"])
+    metrics = read_metrics(path)
+    assert "fit_not_converged" not in metrics.metrics
+    assert metrics.not_converged == {("cifar10", "densenet121", "isotonic", 0)}
+    for language, legend in (("en", "‡: the calibrator's fit did not converge"), ("ru", "‡ – подгонка")):
+        md = render_table(path, "ece", "md", language=language)
+        rows = md_rows(md)
+        column = 2 + METHODS.index("isotonic")
+        assert rows[2][column].endswith("‡") and not rows[1][column].endswith("‡")
+        assert sum(cell.count("‡") for row in rows for cell in row) == 1
+        assert legend in md.splitlines()[0]
+    tex = render_table(path, "ece", "tex", language="en")
+    assert tex.count("$^\\ddagger$") == 2  # the cell and the legend in the caption
+    clean = write_metrics(tmp_path / "clean.csv")
+    assert "‡" not in render_table(clean, "ece", "md") and "ddagger" not in render_table(clean, "ece", "tex")

@@ -34,7 +34,7 @@ import numpy as np
 
 from calibrepro.io import load_labels, load_logits, read_json, write_json, write_text
 from calibrepro.metrics import compute_metrics
-from calibrepro.report.metrics_file import concatenate_metrics, format_metrics
+from calibrepro.report.metrics_file import NOT_CONVERGED, concatenate_metrics, format_metrics
 from calibrepro.workers import offload
 
 _logger = logging.getLogger("calibrepro")
@@ -353,6 +353,9 @@ def _evaluate(logits, labels, calibrators, metrics_output, reliability_output, l
         probabilities = calibrator.predict_proba(logits)
         values = compute_metrics(probabilities, labels, metrics, bins=bins)
         rows += [(dataset, model, method, seed, metric, values[metric]) for metric in metrics]
+        if getattr(calibrator, "diagnostics_", {}).get("converged") is False:  # marked in the tables
+            rows.append((dataset, model, method, seed, NOT_CONVERGED, 1.0))
+            logger.warning("%s: its fit did NOT converge (see its JSON); the tables mark its cells", method)
         reliability[method] = reliability_bins(probabilities, labels, bins=bins)
         summary = ", ".join(f"{metric} {values[metric]:.6g}" for metric in metrics)
         logger.info("%s: %s (%.2f s)", method, summary, time.perf_counter() - start)

@@ -62,7 +62,10 @@ SEEDS = config["split"]["seeds"]
 METHODS = config["calibrators"]
 OWN_JOB_METHODS = [method for method in METHODS if method in OWN_JOB]  # a fit job each (rule fit_calibrator)
 QUICK_METHODS = [method for method in METHODS if method not in OWN_JOB]
-FIT_THREADS = 2  # threads of a full-matrix fit job (its cross-validation folds; results do not depend on it)
+#: threads of a full-matrix fit job (its cross-validation folds; results do not depend on it): 2, the
+#: cores of the machine the workflow is sized for (a local run's --cores caps it anyway); a Slurm profile
+#: can give a job more with `set-threads: {fit_calibrator: N}` (N <= folds helps; see workflow/profiles/slurm)
+FIT_THREADS = 2
 METRICS = config["metrics"]
 BINS = config["bins"]
 DOWNLOADS_DIR = config["downloads"]["dir"]

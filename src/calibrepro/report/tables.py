@@ -5,7 +5,8 @@ One row per dataset/model (first-appearance order of ``metrics.csv``), the colum
 2 for the ECE/MCE family; bold = every method whose unrounded value equals the row's best
 unrounded value (see :mod:`calibrepro.report.metrics_file`). With several seeds a cell reads
 ``mean ± std`` (sample std over the seeds, same decimals as the metric) and bold goes by the mean.
-A missing cell prints as a dash.
+A missing cell prints as a dash. A cell whose calibrator's fit did not converge (at any seed used)
+is marked with a double dagger, explained under the caption.
 
 The ``.tex`` output is a ``table`` environment to ``\\input`` into a paper: booktabs rules, the
 caption above the tabular as in the thesis, ``\\label{tab:calibrepro-<metric>}``, and the tabular
@@ -63,6 +64,11 @@ _CENTRE_NOTE = {
     "en": "†: the estimate lies outside its interval; shown instead is the bias-corrected estimate the interval "
     "belongs to.",
 }
+_NOT_CONVERGED_MARK = {"md": "‡", "tex": "$^\\ddagger$"}
+_NOT_CONVERGED_NOTE = {
+    "ru": "‡ – подгонка калибратора не сошлась (критерий остановки не достигнут; см. его JSON: stop_reason).",
+    "en": "‡: the calibrator's fit did not converge (its stopping criterion was not met; see its JSON: stop_reason).",
+}
 _INTERVAL_SEEDS = {"ru": "; с несколькими разбиениями – средние границы", "en": "; with several splits, mean bounds"}
 
 
@@ -105,6 +111,7 @@ _TEX_SPECIAL = {
     "–": "--",
     "—": "---",
     "±": r"$\pm$",
+    "‡": r"$^\ddagger$",
 }
 
 
@@ -137,12 +144,18 @@ def md_escape(text: str) -> str:
 
 
 def format_cell(
-    cell: Cell | None, metric: str, kind: str, multi_seed: bool, interval: tuple[float, float, float] | None = None
+    cell: Cell | None,
+    metric: str,
+    kind: str,
+    multi_seed: bool,
+    interval: tuple[float, float, float] | None = None,
+    not_converged: bool = False,
 ) -> str:
     """The printed text of one cell for ``kind`` "md" or "tex"; ``interval`` (low, high, centre) replaces the std.
 
     Where the estimate lies outside its interval (a biased statistic's percentile-type interval can),
     the cell shows the interval's centre, the bias-corrected estimate, marked with a dagger.
+    ``not_converged``: the fit behind the cell stopped before its criterion (a double dagger).
     """
     spec = metric_spec(metric)
     if cell is None or cell.n == 0:
@@ -157,6 +170,8 @@ def format_cell(
         text = f"{text} ± {std}" if kind == "md" else f"{text} $\\pm$ {std}"
     if cell.bold:
         text = f"**{text}**" if kind == "md" else f"\\textbf{{{text}}}"
+    if not_converged:
+        text += _NOT_CONVERGED_MARK[kind]
     return text
 
 
@@ -249,10 +264,14 @@ def render_table(
         if any(cells.get(key) is not None and cells[key].n and not bound[0] <= cells[key].mean <= bound[1]
                for key, bound in bounds.items()):
             caption += " " + _CENTRE_NOTE[language]
+    unconverged = {key[:3] for key in metrics.not_converged if key[3] in used}
+    if any(key in unconverged for key in cells):
+        caption += " " + _NOT_CONVERGED_NOTE[language]
     names = [method_name(m, language) for m in methods]
     body = [
         [dataset, model]
-        + [format_cell(cells.get((dataset, model, m)), metric, kind, multi, bounds.get((dataset, model, m)))
+        + [format_cell(cells.get((dataset, model, m)), metric, kind, multi, bounds.get((dataset, model, m)),
+                       (dataset, model, m) in unconverged)
            for m in methods]
         for dataset, model in rows
     ]
