@@ -20,21 +20,22 @@ scales *log-probabilities*, so it is given ``exp(z - C)`` with one global consta
 is the logits up to a constant -- which makes its model exactly vector scaling + bias of the
 logits (the constant is absorbed by the bias).
 
-Beyond the thesis (``--beyond``, or ``--beyond-only`` for just this part): time and peak memory
-of Dir-L2, Dir-ODIR, MS-ODIR (default grids, 5-fold CV) and ETS at every K.  Peak memory is
-Python's ``tracemalloc`` peak (numpy's arrays included) on the CPU and
-``torch.cuda.max_memory_allocated`` on a GPU.  Where the CPU budget refuses the full grid (K=1000)
-the refusal is printed and one fit at the grid point (0.01, 0.01) is timed instead.  Cross-check
-with the ``dirichletcal`` package (Kull et al.'s code) at the same regularisation strengths, as
-its ``reg_norm=True, ref_row=False`` objective is exactly ours: both solutions are scored with our
-penalised objective on our features; ours must not be worse by more than 1e-4.  dirichletcal
-0.3.dev4 on PyPI does not install with current pip (malformed ``install_requires``) and needs
-``jax``; to run the check, unpack its sdist (``pip download --no-deps --no-build-isolation
-dirichletcal`` with ``setuptools<58``), ``pip install jax autograd`` and put both on ``PYTHONPATH``; two
-removed APIs (``jax.config`` as a module; scikit-learn's positional ``label_binarize(y, classes)``)
-are bridged here, and
-its L-BFGS-B path (``optimizer='fmin_l_bfgs_b'``) is used.  It materialises an N x (K+1)^2
-tensor, so it is run at K <= 100 only.
+Beyond the thesis (``--beyond``, or ``--beyond-only`` for just this part): per K, time (wall and
+CPU seconds of the process), peak memory and work of Dir-L2, Dir-ODIR, MS-ODIR (default grids,
+5-fold CV, folds in ``--threads`` threads) and ETS: fits made, Newton iterations, Hessian-vector
+products, the refit's loss evaluations, whether every fit converged, the chosen (lambda, mu), the
+NLL on the test half (held out) and on the calibration half.  Peak memory is Python's
+``tracemalloc`` peak (numpy's arrays included) on the CPU and ``torch.cuda.max_memory_allocated``
+on a GPU.  Where the CPU budget refuses the full grid (K=1000) the refusal is printed and one fit
+at the grid point (0.01, 0.01) is timed instead.  ``--before REV`` runs the same measurements with
+the library of git revision REV (its ``src/``, in a child process) and prints both and the ratios.
+
+Cross-check with the ``dirichletcal`` package (Kull et al.'s code, ``--dirichletcal-python``, a
+Python >= 3.12 that has it): at the chosen regularisation strengths its ``reg_norm=True,
+ref_row=False`` objective is exactly ours; both solutions are scored with our penalised objective
+on our features and ours must not be worse by more than 1e-4.  It runs in a child process
+(``benchmarks/dirichletcal_fit.py``) with its L-BFGS-B path, at K <= 100 only (it materialises an
+N x (K+1)^2 tensor).
 """
 
 from __future__ import annotations
@@ -348,104 +349,151 @@ def penalised_objective(method, features, labels, w, b, lam, mu):
     return nll + pen, nll
 
 
-def load_dirichletcal():
-    """The dirichletcal package with two removed jax/scikit-learn APIs bridged, or None with a reason."""
-    import types
+def dirichletcal_fit(python, method, zc, yc, lam, mu):
+    """dirichletcal's fit at (lam, mu) in a child process of ``python``: (W, b, seconds, version).
 
-    try:
-        import jax
-    except ImportError:
-        return None, "jax not installed (pip install jax)"
-    if "jax.config" not in sys.modules:
-        shim = types.ModuleType("jax.config")
-        shim.config = jax.config
-        sys.modules["jax.config"] = shim
-    try:
-        from dirichletcal.calib import multinomial
-        from dirichletcal.calib.fulldirichlet import FullDirichletCalibrator
-    except ImportError as exc:
-        return None, f"dirichletcal not importable ({exc}); see this script's docstring"
-    from sklearn.preprocessing import label_binarize
+    Its own environment (dirichletcal needs Python >= 3.12; this project's is 3.11): the child runs
+    ``benchmarks/dirichletcal_fit.py``, which imports only numpy and dirichletcal.
+    """
+    import subprocess
+    import tempfile
 
-    # scikit-learn >= 1.2 takes `classes` by keyword only; dirichletcal passes it positionally
-    multinomial.label_binarize = lambda y, classes: label_binarize(y, classes=classes)
-    return (FullDirichletCalibrator, multinomial.MultinomialRegression), None
-
-
-def run_dirichletcal(classes, method, zc, yc, lam, mu):
-    """dirichletcal's fit at (lam, mu) with reg_norm=True, ref_row=False: (W, b, seconds)."""
     from calibrepro.calibrators.dirichlet import log_softmax64
 
-    full, multinomial = classes
-    common = {"reg_lambda": lam, "reg_mu": None if method == "dirichlet_l2" else mu, "reg_norm": True, "ref_row": False}
-    start = time.perf_counter()
-    if method == "matrix_scaling_odir":
-        cal = multinomial(method="Full", optimizer="fmin_l_bfgs_b", **common).fit(zc.astype(np.float64), yc)
-        weights = np.asarray(cal.weights_)
-    else:
-        cal = full(optimizer="fmin_l_bfgs_b", **common).fit(np.exp(log_softmax64(zc)), yc)
-        weights = np.asarray(cal.weights)
-    return weights[:, :-1], weights[:, -1], time.perf_counter() - start
+    features = zc.astype(np.float64) if method == "matrix_scaling_odir" else np.exp(log_softmax64(zc))
+    child = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dirichletcal_fit.py")
+    with tempfile.TemporaryDirectory() as folder:
+        source, target = os.path.join(folder, "in.npz"), os.path.join(folder, "out.npz")
+        np.savez(source, features=features, labels=yc, method=method, lam=lam, mu=mu)
+        subprocess.run([python, child, source, target], check=True, env={**os.environ, "PYTHONPATH": ""})
+        with np.load(target, allow_pickle=False) as out:
+            return out["weights"], out["bias"], float(out["seconds"]), str(out["version"])
 
 
-def bench_beyond(shapes, single: bool = False, threads: int = 2) -> int:
-    """Time/memory of the methods beyond the thesis, and the dirichletcal cross-check."""
-    from calibrepro.calibrators.dirichlet import CalibrationCostError, log_softmax64
+def beyond_rows(shapes, single: bool, threads: int) -> list[dict]:
+    """Fit Dir-L2, Dir-ODIR, MS-ODIR and ETS on the synthetic halves of each shape; one dict per fit."""
+    from calibrepro.calibrators.dirichlet import CalibrationCostError
 
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    print(f"\n=== beyond the thesis (device: {device}, load {os.getloadavg()[0]:.2f}, threads {threads}) ===")
-    where = "GPU allocator" if device == "cuda" else "tracemalloc, K < 1000"
-    print(
-        f"{'K':>5s} {'method':30s} {'fit s':>8s} {'cpu s':>8s} {'peak MB':>9s} {'fits':>5s} {'Newton':>6s} {'H.v':>6s}"
-        f"  converged  chosen (lambda, mu)  test NLL  calib NLL  [{where}]"
-    )
-    dcal, why = load_dirichletcal()
-    comparisons = []
+    rows = []
     for k, n in shapes:
         (zc, yc), (zt, yt) = synthetic(k, n)
         for method in BEYOND:
-            note = ""
             matrix = method != "ensemble_temperature_scaling"
-            options = {"threads": threads} if matrix else {}
+            options, note = ({"threads": threads} if matrix else {}), ""
             try:
                 if single and matrix:
                     raise CalibrationCostError("--single: one fit at (0.01, 0.01)")
                 cal, secs, cpu, peak = measured(lambda: make_calibrator(method, **options).fit(zc, yc), k < 1000)
             except CalibrationCostError as exc:
-                note = f"  [no CV grid: {str(exc).split('(')[0].strip()}]"
+                note = f"no CV grid: {str(exc).split('(')[0].strip()}"
                 options.update(lambdas=[0.01], mus=[0.01])
                 cal, secs, cpu, peak = measured(lambda: make_calibrator(method, **options).fit(zc, yc), k < 1000)
-            d = cal.diagnostics_
-            test_nll = nll(cal.predict_proba(zt), yt)
+            d = getattr(cal, "diagnostics_", {})
+            row = {"k": k, "n": n, "method": method, "seconds": secs, "cpu": cpu, "peak_mb": peak, "note": note,
+                   "test_nll": nll(cal.predict_proba(zt), yt), "single": bool(note)}
             if not matrix:
-                what = f"T={1 / cal.inverse_temperature_:.3f}, w={np.round(cal.weights_, 4).tolist()}"
-                print(f"{k:5d} {method:30s} {secs:8.2f} {cpu:8.2f} {fmt(peak, 9)} {1:5d}  {what}; test NLL {test_nll:.6f}")
-                continue
-            cv = d["cross_validation"]
-            fitted = [g for g in cv["grid"] if g["cv_nll"] is not None] if cv else []
-            fits = 1 + sum(len(g["newton_iterations"]) for g in fitted)
-            newton = d["n_iter"] + sum(sum(g["newton_iterations"]) for g in fitted)
-            products = d["n_hessp"] + sum(g["hessian_products"] for g in fitted)
+                row["what"] = f"T={1 / cal.inverse_temperature_:.3f}, w={np.round(cal.weights_, 4).tolist()}"
+            else:
+                cv = d.get("cross_validation")
+                fitted = [g for g in cv["grid"] if g["cv_nll"] is not None] if cv else []
+                row.update(
+                    fits=1 + sum(len(g["newton_iterations"]) for g in fitted),
+                    newton=d["n_iter"] + sum(sum(g["newton_iterations"]) for g in fitted),
+                    products=d["n_hessp"] + sum(g["hessian_products"] for g in fitted),
+                    refit_evaluations=d["n_eval"],
+                    converged=bool(d["converged"]),
+                    chosen=[cal.reg_lambda_, cal.reg_mu_],
+                    calib_nll=d["final_nll"],
+                )
+            rows.append(row)
+    return rows
+
+
+def print_beyond(rows, label: str) -> None:
+    where = "GPU allocator" if torch.cuda.is_available() else "tracemalloc, K < 1000"
+    print(f"\n--- {label} ---")
+    print(
+        f"{'K':>5s} {'method':30s} {'fit s':>8s} {'cpu s':>8s} {'peak MB':>9s} {'fits':>5s} {'Newton':>6s} {'H.v':>6s}"
+        f" {'evals':>5s}  converged  chosen (lambda, mu)  test NLL  calib NLL  [{where}]"
+    )
+    for r in rows:
+        head = f"{r['k']:5d} {r['method']:30s} {r['seconds']:8.2f} {r['cpu']:8.2f} {fmt(r['peak_mb'], 9)}"
+        if "what" in r:
+            print(f"{head} {1:5d}  {r['what']}; test NLL {r['test_nll']:.6f}")
+            continue
+        chosen = f"({r['chosen'][0]:g}, {r['chosen'][1]:g})"
+        print(
+            f"{head} {r['fits']:5d} {r['newton']:6d} {r['products']:6d} {r['refit_evaluations']:5d}"
+            f"  {str(r['converged']):9s}  {chosen:18s}  {r['test_nll']:.6f}  {r['calib_nll']:.6f}"
+            + (f"  [{r['note']}]" if r["note"] else "")
+        )
+
+
+def rows_before(revision: str, shapes, single: bool, threads: int) -> list[dict]:
+    """:func:`beyond_rows` of the library at git ``revision`` (its ``src/`` in a temporary folder), in a child."""
+    import json
+    import subprocess
+    import tempfile
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with tempfile.TemporaryDirectory() as folder:
+        archive = subprocess.run(["git", "-C", root, "archive", revision, "src"], check=True, capture_output=True)
+        subprocess.run(["tar", "-x", "-C", folder], input=archive.stdout, check=True)
+        out = os.path.join(folder, "rows.json")
+        command = [sys.executable, os.path.abspath(__file__), "--beyond-only", "--threads", str(threads),
+                   "--beyond-json", out, "--classes", *(str(k) for k, _ in shapes)] + (["--single"] if single else [])
+        subprocess.run(command, check=True, env={**os.environ, "PYTHONPATH": os.path.join(folder, "src")})
+        with open(out) as handle:
+            return json.load(handle)
+
+
+def bench_beyond(shapes, single: bool = False, threads: int = 2, before: str | None = None,
+                 dirichletcal_python: str | None = None, json_out: str | None = None) -> int:
+    """Time, work and result of the methods beyond the thesis; optionally the same at git ``before``
+    and the dirichletcal cross-check."""
+    import json
+
+    from calibrepro.calibrators.dirichlet import log_softmax64
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    rows = beyond_rows(shapes, single, threads)
+    if json_out:
+        with open(json_out, "w") as handle:
+            json.dump(rows, handle)
+        return 0
+    print(f"\n=== beyond the thesis (device: {device}, load {os.getloadavg()[0]:.2f}, threads {threads}) ===")
+    old = rows_before(before, shapes, single, threads) if before else None
+    print_beyond(rows, "this checkout" if not before else f"after (this checkout) vs before ({before})")
+    if old:
+        print_beyond(old, f"before: {before}")
+        print(f"\n{'K':>5s} {'method':30s} {'cpu after/before':>16s} {'fit s after/before':>18s}  same choice")
+        for new, was in zip(rows, old):
+            same = new.get("chosen") == was.get("chosen")
             print(
-                f"{k:5d} {method:30s} {secs:8.2f} {cpu:8.2f} {fmt(peak, 9)} {fits:5d} {newton:6d} {products:6d}"
-                f"  {str(d['converged']):9s}  ({cal.reg_lambda_:g}, {cal.reg_mu_:g}){'':8s} {test_nll:.6f}  {d['final_nll']:.6f}{note}"
+                f"{new['k']:5d} {new['method']:30s} {new['cpu'] / was['cpu']:16.3f} {new['seconds'] / was['seconds']:18.3f}"
+                f"  {same if 'chosen' in new else '-'}"
             )
-            if method != "ensemble_temperature_scaling" and dcal and k <= 100:
-                lam, mu = cal.reg_lambda_, cal.reg_mu_
-                w, b, their_secs = run_dirichletcal(dcal, method, zc, yc, lam, mu)
-                ours_one = make_calibrator(method, lambdas=[lam], mus=[mu], device=device).fit(zc, yc)
-                feats = log_softmax64(zc) if method != "matrix_scaling_odir" else zc.astype(np.float64)
-                ours_obj, ours_nll = penalised_objective(method, feats, yc, ours_one.weights_, ours_one.bias_, lam, mu)
-                their_obj, their_nll = penalised_objective(method, feats, yc, w, b, lam, mu)
-                comparisons.append((k, method, lam, mu, ours_obj, their_obj, ours_nll, their_nll, their_secs))
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("\ncross-check with dirichletcal (same lambda, mu; reg_norm=True, ref_row=False; our objective):")
-    if not dcal:
-        print(f"  skipped: {why}")
-    for k, method, lam, mu, oo, to, on, tn, ts in comparisons:
+    if not dirichletcal_python:
+        print("  skipped: give --dirichletcal-python (see benchmarks/README.md)")
+        return 0
+    for r in rows:
+        if "chosen" not in r or r["k"] > 100:
+            continue
+        (zc, yc), _ = synthetic(r["k"], r["n"])
+        lam, mu = r["chosen"]
+        method = r["method"]
+        w, b, their_secs, version = dirichletcal_fit(dirichletcal_python, method, zc, yc, lam, mu)
+        ours_one = make_calibrator(method, lambdas=[lam], mus=[mu], device=device).fit(zc, yc)
+        feats = log_softmax64(zc) if method != "matrix_scaling_odir" else zc.astype(np.float64)
+        oo, on = penalised_objective(method, feats, yc, ours_one.weights_, ours_one.bias_, lam, mu)
+        to, tn = penalised_objective(method, feats, yc, w, b, lam, mu)
         verdict = "OK" if oo <= to + 1e-4 else "WORSE"
         print(
-            f"  K={k:4d} {method:20s} lambda={lam:g} mu={mu:g}: objective ours {oo:.8f} theirs {to:.8f}"
-            f" (ours - theirs {oo - to:+.2e}) {verdict}; calib NLL ours {on:.8f} theirs {tn:.8f}; their fit {ts:.1f} s"
+            f"  K={r['k']:4d} {method:20s} lambda={lam:g} mu={mu:g}: objective ours {oo:.8f} dirichletcal {version}"
+            f" {to:.8f} (ours - theirs {oo - to:+.2e}) {verdict}; calib NLL ours {on:.8f} theirs {tn:.8f};"
+            f" their fit {their_secs:.1f} s", flush=True
         )
     return 0
 
@@ -530,6 +578,9 @@ def main(argv=None) -> int:
         "--single", action="store_true", help="beyond: one fit at (0.01, 0.01) instead of the CV grid (time per fit)"
     )
     parser.add_argument("--threads", type=int, default=2, help="beyond: threads of the full-matrix fits' folds")
+    parser.add_argument("--before", metavar="REV", help="beyond: also run the library of git revision REV (e.g. a86c6a6)")
+    parser.add_argument("--dirichletcal-python", metavar="PYTHON", help="beyond: a Python with dirichletcal (>= 3.12)")
+    parser.add_argument("--beyond-json", metavar="PATH", help=argparse.SUPPRESS)  # --before's child: rows as JSON
     args = parser.parse_args(argv)
     if args.vs_variants:
         run_vs_variants(max(1, args.repeat))
@@ -537,7 +588,8 @@ def main(argv=None) -> int:
     chosen = [(k, n) for k, n in SHAPES if not args.classes or k in args.classes]
     if args.beyond_only:
         warnings.filterwarnings("ignore")
-        return bench_beyond(chosen[:2] if args.quick else chosen, args.single, args.threads)
+        return bench_beyond(chosen[:2] if args.quick else chosen, args.single, args.threads, args.before,
+                            args.dirichletcal_python, args.beyond_json)
 
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)  # torch-uncertainty logs "model is None" on every fit
@@ -644,7 +696,7 @@ def main(argv=None) -> int:
     print(f"grand total (ours, all shapes run): {grand:.2f} s")
     print("load average at end: %.2f %.2f %.2f" % os.getloadavg())
     if args.beyond:
-        bench_beyond(shapes, threads=args.threads)
+        bench_beyond(shapes, threads=args.threads, before=args.before, dirichletcal_python=args.dirichletcal_python)
     if not args.quick:
         estimate = sum(THESIS_MODELS[k] * per_shape[k] for k in THESIS_MODELS)
         print(

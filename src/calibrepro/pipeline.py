@@ -198,12 +198,14 @@ def logits_shape(logits_path, dataset: str) -> tuple[int, int] | None:
     return (IMAGENET_NUM_VAL, IMAGENET_NUM_CLASSES) if dataset == "imagenet" else None
 
 
-def expected_fit_seconds(shape, method: str, options: Mapping, *, calibration_fraction: float) -> float | None:
+def expected_fit_seconds(
+    shape, method: str, options: Mapping, *, calibration_fraction: float, worst_case: bool = False
+) -> float | None:
     """CPU seconds the cost model expects for one fit job (``None`` when the shape is unknown).
 
-    :func:`calibrepro.calibrators.dirichlet.estimated_seconds` for the method's planned fits
-    (cross-validation over its grid and the refit) on the calibration half of logits of ``shape``
-    (:func:`logits_shape`).
+    :func:`calibrepro.calibrators.dirichlet.estimated_seconds` for the method's expected fits
+    (cross-validation along its path with the early stop, and the refit; ``worst_case``: every grid
+    point) on the calibration half of logits of ``shape`` (:func:`logits_shape`).
     """
     from calibrepro.calibrators import make_calibrator
     from calibrepro.calibrators.dirichlet import estimated_seconds
@@ -211,19 +213,23 @@ def expected_fit_seconds(shape, method: str, options: Mapping, *, calibration_fr
     if shape is None:
         return None
     n, k = shape
-    fits = make_calibrator(method, **options).planned_fits()
+    calibrator = make_calibrator(method, **options)
+    fits = calibrator.planned_fits() if worst_case else calibrator.expected_fits()
     return estimated_seconds(round(n * calibration_fraction), k, fits)
 
 
 def fit_minutes(shape, method: str, options: Mapping, *, calibration_fraction: float, threads: int) -> int:
     """Wall-clock minutes to ask for one fit job of a full-matrix method (a Slurm job's runtime).
 
-    Three times :func:`expected_fit_seconds`, spread over ``threads`` (at most one per CV fold),
-    plus 5 minutes to start; 120 minutes when the shape is unknown.
+    Three times :func:`expected_fit_seconds` with every grid point fitted (a job that runs out of
+    time loses its work), spread over ``threads`` (at most one per CV fold), plus 5 minutes to
+    start; 120 minutes when the shape is unknown.
     """
     import math
 
-    seconds = expected_fit_seconds(shape, method, options, calibration_fraction=calibration_fraction)
+    seconds = expected_fit_seconds(
+        shape, method, options, calibration_fraction=calibration_fraction, worst_case=True
+    )
     if seconds is None:
         return 120
     folds = int(options.get("folds", 5))
@@ -254,13 +260,13 @@ def fit_plan_summary(jobs: Sequence[tuple], *, calibration_fraction: float, thre
         expected = "expected under a CPU-minute"
     else:
         hours = seconds / 3600
-        expected = "expected at most about " + (
+        expected = "expected about " + (
             f"{hours:.1f} CPU-hours" if hours >= 1 else f"{seconds / 60:.0f} CPU-minutes"
         )
     return (
         f"calibrepro: {len(jobs)} full-matrix fit jobs (Dir-L2, Dir-ODIR, MS-ODIR): {expected}"
-        + f" ({threads} threads per job; cost model calibrepro.calibrators.dirichlet.estimated_flops, every grid point"
-        " fitted: early stopping skips some)"
+        + f" ({threads} threads per job; cost model calibrepro.calibrators.dirichlet.estimated_flops, with the"
+        " path's early stop after the 3 strongest lambdas)"
         + (f"; {refused} above their cpu_flop_budget: they fail on the CPU (GPU needed)" if refused else "")
         + (f"; {unknown} on logits of unknown shape not counted" if unknown else "")
     )

@@ -38,10 +38,14 @@ fitted JSON records the device type.  Predictions are always computed on the CPU
 float64.
 
 Cost and limits.  :func:`estimated_flops` counts the work of a fit in N x K x K matrix
-products, as measured by ``benchmarks/bench_calibrators.py --beyond``; the cross-validation is
-``folds * len(grid)`` fits plus one refit.  Above ``cpu_flop_budget`` (default 1e14, a few hours
-on 2 cores) :meth:`fit` fails at once on the CPU with a message saying what to change (a GPU, a
-single grid point, fewer folds or grid points).  A GPU has no limit.
+products, as measured by ``benchmarks/bench_calibrators.py --beyond``.  The cross-validation
+expects ``folds`` fits for every grid point of the three strongest lambdas plus one refit
+(:meth:`expected_fits`: the early stop ends the path at the first lambda that scores worse than a
+stronger one; measured: after the second at K = 100), at most ``folds * len(grid) + 1``
+(:meth:`planned_fits`, what a Slurm job's runtime is sized for).  Above ``cpu_flop_budget``
+(default 1e14, a few hours on 2 cores) the expected work makes :meth:`fit` fail at once on the CPU
+with a message saying what to change (a GPU, a single grid point, fewer folds or grid points).  A
+GPU has no limit.
 """
 
 from __future__ import annotations
@@ -59,12 +63,15 @@ from calibrepro.calibrators.newton import SoftmaxRegression, array_ops, penalty_
 #: default regularisation grids (normalised penalties, see the module docstring)
 DEFAULT_LAMBDAS = (1e-2, 1e-1, 1.0, 10.0, 100.0)
 DEFAULT_MUS = (1e-2, 1.0, 100.0)
-#: cost model of one fit in N x K x K matrix products, and the speed of one core it is converted to
+#: cost model of one fit in N x K x K matrix products, with the block-Jacobi preconditioner
+#: (K <= newton._BLOCK_MAX_K) and with the diagonal one, and the speed of one core it is converted to
 #: time with: measured on the 2-core build machine, 57 GFLOP/s float32 and 23 GFLOP/s float64
 #: single-threaded at K = 100 (the Hessian products are float32); 3e10 with the elementwise work
 #: (see :func:`estimated_flops`)
-_PRODUCTS_PER_FIT = 1200
+_PRODUCTS_PER_FIT = {"blocks": 300, "diagonal": 1200}
 _CPU_FLOPS = 3e10
+#: lambdas of the path the cost model expects the early stop to fit (:meth:`_MatrixCalibrator.expected_fits`)
+_EXPECTED_LEVELS = 3
 
 
 def estimated_flops(n: int, k: int, fits: int) -> float:
@@ -72,11 +79,15 @@ def estimated_flops(n: int, k: int, fits: int) -> float:
 
     Each fit costs about ``_PRODUCTS_PER_FIT`` products of an N x K by K x K matrix (2 N K^2
     operations each): loss, gradient and preconditioner per Newton iteration and two per
-    conjugate-gradient step; counted along the default Dir-L2 path at K = 100 on the benchmark's
-    synthetic logits (``bench_calibrators.py --beyond``), whose weakly regularised fits are the
-    costly ones (about 1,150 products per fit).
+    conjugate-gradient step, counted in CPU seconds along the default paths on the benchmark's
+    synthetic logits (``bench_calibrators.py --beyond``): at K = 100 with the block-Jacobi
+    preconditioner 130-270 per fit (Dir-ODIR/MS-ODIR, Dir-L2) in CPU time, the blocks' formation
+    included; the diagonal preconditioner (K > 320) needs about 1,150.
     """
-    return float(fits) * _PRODUCTS_PER_FIT * 2.0 * n * k * k
+    from calibrepro.calibrators.newton import _BLOCK_MAX_K
+
+    per_fit = _PRODUCTS_PER_FIT["blocks" if k <= _BLOCK_MAX_K else "diagonal"]
+    return float(fits) * per_fit * 2.0 * n * k * k
 
 
 def estimated_seconds(n: int, k: int, fits: int) -> float:
@@ -164,6 +175,14 @@ class _MatrixCalibrator(Calibrator):
         grid = self._grid()
         return 1 + (int(self.folds) * len(grid) if len(grid) > 1 else 0)
 
+    def expected_fits(self) -> int:
+        """:meth:`planned_fits` where the early stop ends the path after the ``_EXPECTED_LEVELS`` strongest lambdas."""
+        grid = self._grid()
+        if len(grid) <= 1 or not self.early_stop:
+            return self.planned_fits()
+        kept = sorted({lam for lam, _ in grid}, reverse=True)[:_EXPECTED_LEVELS]
+        return 1 + int(self.folds) * sum(1 for lam, _ in grid if lam in kept)
+
     def _check_budget(self, n: int, k: int, fits: int, device) -> None:
         if device.type != "cpu":
             return
@@ -172,8 +191,8 @@ class _MatrixCalibrator(Calibrator):
             raise CalibrationCostError(
                 f"{self.method}: fitting on the CPU would take about {work:.1e} floating-point operations "
                 f"(~{work / _CPU_FLOPS:.3g} CPU seconds: {fits} full {k}x{k} fits on {n} samples, "
-                f"{self.folds}-fold cross-validation over {(fits - 1) // max(1, int(self.folds))} grid points and "
-                f"a refit), more than calibrator_options.{self.method}.cpu_flop_budget = "
+                f"{self.folds}-fold cross-validation over {(fits - 1) // max(1, int(self.folds))} grid points "
+                f"(the path's early stop expected after {_EXPECTED_LEVELS} lambdas) and a refit), more than calibrator_options.{self.method}.cpu_flop_budget = "
                 f"{self.cpu_flop_budget:.1e}. Run on a GPU (device: auto picks one), "
                 f"or give a single value in calibrator_options.{self.method}.lambdas"
                 + ("" if self._penalty == "l2" else " and .mus")
@@ -265,7 +284,7 @@ class _MatrixCalibrator(Calibrator):
             )
         device = select_device(self.device)
         ops = array_ops(device)
-        self._check_budget(n, k, self.planned_fits(), device)
+        self._check_budget(n, k, self.expected_fits(), device)
         x = self._x(z)
         cv, start = None, None
         with one_blas_thread():

@@ -213,16 +213,22 @@ class SoftmaxRegression:
         """``X~^T diag(p_.i (1 - p_.i)) X~ / N`` for every class i, ``X~ = [x - m, 1]`` (K x (K+1) x (K+1))."""
         n, k = self.n, self.k
         v = p32 * (1.0 - p32)
-        xt = np.hstack([self._xc32, np.ones((n, 1), np.float32)])
         upper = np.triu_indices(k + 1)
         if n * len(upper[0]) * 4 <= _TABLE_BYTES:
             # all products x~_a x~_b (a <= b) once per data set: then one (K x N) by (N x T) product
             if self._table is None:
-                self._table = np.hstack([xt[:, a : a + 1] * xt[:, a:] for a in range(k + 1)])
+                self._table = np.empty((n, len(upper[0])), np.float32)
+                column = 0
+                for a in range(k):
+                    np.multiply(self._xc32[:, a : a + 1], self._xc32[:, a:], out=self._table[:, column : column + k - a])
+                    self._table[:, column + k - a] = self._xc32[:, a]  # times the constant feature
+                    column += k + 1 - a
+                self._table[:, column] = 1.0
             blocks = np.zeros((k, k + 1, k + 1))
             blocks[:, upper[0], upper[1]] = v.T @ self._table
             blocks += np.triu(blocks, 1).transpose(0, 2, 1)
         else:
+            xt = np.hstack([self._xc32, np.ones((n, 1), np.float32)])
             blocks = np.stack([(xt * v[:, i : i + 1]).T @ xt for i in range(k)]).astype(np.float64)
         blocks /= n
         return blocks
