@@ -188,6 +188,21 @@ def test_cpu_budget_fails_fast_with_advice():
         cal.fit(z, y)
 
 
+def test_cost_model_expects_the_early_stop_and_sizes_jobs_for_the_full_grid():
+    """The plan and the budget count the 3 strongest lambdas' fits; a Slurm job's runtime every grid point."""
+    from calibrepro.pipeline import expected_fit_seconds
+
+    odir, l2 = make_calibrator("dirichlet_odir"), make_calibrator("dirichlet_l2")
+    assert (odir.expected_fits(), odir.planned_fits()) == (1 + 5 * 3 * 3, 1 + 5 * 5 * 3)
+    assert (l2.expected_fits(), l2.planned_fits()) == (1 + 5 * 3, 1 + 5 * 5)
+    assert make_calibrator("dirichlet_l2", early_stop=False).expected_fits() == 26
+    assert make_calibrator("dirichlet_l2", lambdas=[1.0]).expected_fits() == 1
+    shape = (10_000, 100)
+    expected = expected_fit_seconds(shape, "dirichlet_odir", {}, calibration_fraction=0.5)
+    worst = expected_fit_seconds(shape, "dirichlet_odir", {}, calibration_fraction=0.5, worst_case=True)
+    assert worst / expected == pytest.approx(76 / 46)
+
+
 @pytest.mark.parametrize("method", NEW)
 def test_class_absent_from_calibration_half_gives_finite_probabilities(method):
     z, y = overconfident(400, 4, seed=11)

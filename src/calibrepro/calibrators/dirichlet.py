@@ -68,7 +68,7 @@ DEFAULT_MUS = (1e-2, 1.0, 100.0)
 #: time with: measured on the 2-core build machine, 57 GFLOP/s float32 and 23 GFLOP/s float64
 #: single-threaded at K = 100 (the Hessian products are float32); 3e10 with the elementwise work
 #: (see :func:`estimated_flops`)
-_PRODUCTS_PER_FIT = {"blocks": 300, "diagonal": 1200}
+_PRODUCTS_PER_FIT = {"blocks": 200, "diagonal": 1200}
 _CPU_FLOPS = 3e10
 #: lambdas of the path the cost model expects the early stop to fit (:meth:`_MatrixCalibrator.expected_fits`)
 _EXPECTED_LEVELS = 3
