@@ -73,6 +73,12 @@ def test_input_is_not_modified():
         ({"models": {"d": {"m": {"path": "x.npz"}}}}, "models.d.m: 'source' is a required property"),
         ({"models": {}}, "models: {} should be non-empty"),
         ({"split": {}}, "<top level>: 'models' is a required property"),
+        (  # a typo of a built-in set is not read as an image folder missing its root
+            minimal(datasets={"imagnet": {"root": "/data/imagenet"}}),
+            "datasets.imagnet: not a built-in data set (cifar10, cifar100, cifar10_1, digits, imagenet) and not "
+            "declared as a folder of images; did you mean 'imagenet'? a data set of your own needs source: imagefolder",
+        ),
+        (minimal(datasets={"shapes": {"source": "folder", "root": "x"}}), "datasets.shapes: not a built-in data set"),
     ],
 )
 def test_errors_name_the_key(config, expected):

@@ -292,3 +292,14 @@ def test_the_snakemake_download_rule_goes_through_downloads_mirrors(file_server,
     assert result.returncode != 0
     assert f"mirror of {pin.url}" in result.stderr and "checksum mismatch" in result.stderr
     assert leftovers(target.parent) == []
+
+
+def test_git_blob_sha1_pins_a_file_by_the_id_its_repository_tree_gives(tmp_path):
+    from calibrepro.download import git_blob_sha1
+
+    path = tmp_path / "hello.txt"
+    path.write_bytes(b"hello\n")
+    assert git_blob_sha1(path) == "ce013625030ba8dba906f756967f9e9ca394464a"  # `printf 'hello\n' | git hash-object --stdin`
+    assert verify_checksum(path, "git-blob-sha1:ce013625030ba8dba906f756967f9e9ca394464a") == sha256_hex(b"hello\n")
+    with pytest.raises(ChecksumError, match="expected git-blob-sha1:0{40}, got git-blob-sha1:ce0136"):
+        verify_checksum(path, "git-blob-sha1:" + "0" * 40)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import difflib
 import re
 from pathlib import Path
 from typing import Sequence
@@ -132,6 +133,7 @@ def validate_config(config: dict, schema: dict) -> dict:
     """
     config = copy.deepcopy(config)
     _fill_defaults(config, schema, schema)
+    _check_dataset_keys(config, schema)
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(_most_specific(validator.iter_errors(config)), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
@@ -142,6 +144,28 @@ def validate_config(config: dict, schema: dict) -> dict:
     _check_shifts(config)
     _check_uncertainty(config)
     return config
+
+
+def _check_dataset_keys(config: dict, schema: dict) -> None:
+    """A ``datasets`` key is a built-in set or a declared image folder; anything else (a typo) is named as such.
+
+    Without this check the schema reads an unknown key as an image folder and reports its missing
+    ``root``, which does not say that the key itself is the problem.
+    """
+    entries = config.get("datasets")
+    if not isinstance(entries, dict):
+        return
+    built_in = sorted(_resolve(schema["properties"]["datasets"], schema).get("properties", {}))
+    for key, entry in entries.items():
+        if key in built_in or (isinstance(entry, dict) and entry.get("source") == "imagefolder"):
+            continue
+        close = difflib.get_close_matches(str(key), built_in, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise ConfigError(
+            f"datasets.{key}: not a built-in data set ({', '.join(built_in)}) and not declared as a folder of images; "
+            f"{hint}a data set of your own needs source: imagefolder and root: <folder>, e.g. "
+            f"datasets: {{{key}: {{source: imagefolder, root: data/{key}}}}} (config/README.md, datasets)"
+        )
 
 
 def _check_cross_references(config: dict) -> None:
@@ -221,8 +245,9 @@ def run_name(config: dict, configfiles: Sequence[str | Path]) -> str:
     return stem
 
 
-#: sources whose networks run on any evaluation set, so also on a shifted one (datasets.<key>.calibrate_on)
-SHIFTABLE_SOURCES = ("timm", "torchvision", "checkpoint")
+#: sources whose networks run on any evaluation set, so also on a shifted one (datasets.<key>.calibrate_on):
+#: the networks by name and the pinned networks (whose pins are looked up under the set calibrated on)
+SHIFTABLE_SOURCES = (*PRETRAINED_SOURCES, "torchvision", "checkpoint")
 
 
 def shift_sets(config: dict) -> dict[str, str]:

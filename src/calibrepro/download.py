@@ -71,6 +71,8 @@ _CHECKSUM_FORMS = {
     "sha256": re.compile(r"^[0-9a-f]{64}$"),
     "md5": re.compile(r"^[0-9a-f]{32}$"),
     "sha256-prefix": re.compile(r"^[0-9a-f]{8,63}$"),
+    # the id git gives a file's content (sha1 of "blob <size>\0" + content), as a repository's tree names it
+    "git-blob-sha1": re.compile(r"^[0-9a-f]{40}$"),
 }
 
 
@@ -115,6 +117,15 @@ def parse_checksum(checksum: str) -> tuple[str, str]:
     return form, value
 
 
+def git_blob_sha1(path: str | Path, chunk_size: int = CHUNK_SIZE) -> str:
+    """The git blob id of a file: sha1 of ``b"blob <size>\\0"`` followed by its bytes."""
+    digest = hashlib.sha1(f"blob {Path(path).stat().st_size}\0".encode())
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(chunk_size), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def verify_checksum(path: str | Path, checksum: str, url: str | None = None, saved_as: str | Path | None = None) -> str:
     """Check ``path`` against the pin ``checksum``; return the file's full sha256.
 
@@ -132,6 +143,10 @@ def verify_checksum(path: str | Path, checksum: str, url: str | None = None, sav
         actual = _digest_of(path, "md5")
         ok = actual == expected
         shown = f"md5:{actual}"
+    elif form == "git-blob-sha1":
+        actual = git_blob_sha1(path)
+        ok = actual == expected
+        shown = f"git-blob-sha1:{actual}"
     elif form == "sha256-prefix":
         ok = sha256.startswith(expected)
         shown = f"sha256:{sha256}"

@@ -1,8 +1,9 @@
 """Evaluation sets by data set key: the samples, labels and class names a network is evaluated on.
 
 A data set key of ``models`` is one of the built-in sets (``cifar10``, ``cifar100``: the official
-test tarballs; ``imagenet``: the local ILSVRC-2012 validation folder, see :mod:`calibrepro.datasets`)
-or an image folder the user declares under ``datasets.<key>``::
+test tarballs; ``imagenet``: the local ILSVRC-2012 validation folder, see :mod:`calibrepro.datasets`;
+``cifar10_1``: CIFAR-10.1, new test images of CIFAR-10's classes) or an image folder the user
+declares under ``datasets.<key>``::
 
     datasets:
       shapes: {source: imagefolder, root: data/shapes}                 # root/<class>/*.jpg|png
@@ -13,6 +14,9 @@ or an image folder the user declares under ``datasets.<key>``::
 ``class_map`` maps a class to the network output it is read from, by index or by the network's
 label name (default: the class's own name in the network's label set, or the identity when the
 network has exactly one output per class). :func:`output_columns` applies and validates it.
+
+A set with ``calibrate_on: <key>`` is a shifted test set of the models of ``<key>``; :func:`home`
+names the set whose models (and pins) it is evaluated with.
 
 Samples of a folder are ordered by class index, then by path (as ``torchvision.datasets.ImageFolder``).
 The sets are independent of the networks (:mod:`calibrepro.zoo.network`); one logits step joins them.
@@ -34,7 +38,20 @@ from calibrepro.download import Download
 
 #: file name suffixes read as images (what PIL decodes; ImageFolder's usual extensions)
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".tif", ".tiff", ".webp"}
-BUILT_IN = ("cifar10", "cifar100", "imagenet")
+BUILT_IN = ("cifar10", "cifar100", "cifar10_1", "imagenet")
+
+#: CIFAR-10.1 v6 (Recht, Roelofs, Schmidt & Shankar 2018, "Do CIFAR-10 classifiers generalize to
+#: CIFAR-10?"): 2,000 images of CIFAR-10's ten classes in CIFAR-10's label order, from the authors'
+#: repository at its last commit touching the files; the data file is pinned by its git blob id (the
+#: repository's tree names it; no sha256 is published), the labels by sha256 (the file at that commit)
+CIFAR10_1_URL = ("https://raw.githubusercontent.com/modestyachts/CIFAR-10.1/"
+                 "d9982abb0bfc4846b8d13a11e66b887d946205d0/datasets")
+CIFAR10_1 = {
+    "data": Download(url=f"{CIFAR10_1_URL}/cifar10.1_v6_data.npy", path="datasets/cifar10.1/cifar10.1_v6_data.npy",
+                     checksum="git-blob-sha1:24349cc5f3fb59648d75cd8015b5a184b1f5c250"),
+    "labels": Download(url=f"{CIFAR10_1_URL}/cifar10.1_v6_labels.npy", path="datasets/cifar10.1/cifar10.1_v6_labels.npy",
+                       checksum="sha256:ae40beda001693674edc94d925ee8268cfe68905f8f9aff800c8dcdfcd6c9448"),
+}
 
 
 @dataclass
@@ -57,6 +74,11 @@ def entry(dataset: str, config: Mapping) -> dict:
     return dict(((config.get("datasets") or {}).get(dataset)) or {})
 
 
+def home(dataset: str, config: Mapping) -> str:
+    """The data set whose models ``dataset`` is evaluated with: its ``calibrate_on`` (a shifted set), else itself."""
+    return entry(dataset, config).get("calibrate_on") or dataset
+
+
 def kind(dataset: str, config: Mapping) -> str:
     """``imagefolder`` for a declared folder, else the built-in set's own key; fail for an unknown key."""
     if entry(dataset, config).get("source") == "imagefolder":
@@ -70,8 +92,11 @@ def kind(dataset: str, config: Mapping) -> str:
 
 
 def downloads(dataset: str, config: Mapping) -> list[Download]:
-    """Files the set needs from the network (the CIFAR tarballs); folders are local."""
-    return [datasets.cifar_download(dataset)] if kind(dataset, config) in datasets.CIFAR else []
+    """Files the set needs from the network (the CIFAR tarballs, CIFAR-10.1's arrays); folders are local."""
+    which = kind(dataset, config)
+    if which == "cifar10_1":
+        return list(CIFAR10_1.values())
+    return [datasets.cifar_download(which)] if which in datasets.CIFAR else []
 
 
 def check(dataset: str, config: Mapping) -> None:
@@ -95,6 +120,11 @@ def load(dataset: str, config: Mapping, files: Mapping[str, str]) -> EvaluationS
         images, labels = datasets.read_cifar_test(tarball, which)
         names = [str(i) for i in range(datasets.CIFAR[which].num_classes)]
         return EvaluationSet(dataset, names, labels, images=images, description={"kind": which, "url": download.url})
+    if which == "cifar10_1":
+        images, labels = read_cifar10_1(files)
+        names = [str(i) for i in range(datasets.CIFAR["cifar10"].num_classes)]  # CIFAR-10's classes and order
+        return EvaluationSet(dataset, names, labels, images=images,
+                             description={"kind": which, "url": CIFAR10_1["data"].url})
     settings = entry(dataset, config)
     if which == "imagenet":
         paths, labels = datasets.imagenet_samples(settings.get("root"), settings.get("labels_file"))
@@ -102,6 +132,28 @@ def load(dataset: str, config: Mapping, files: Mapping[str, str]) -> EvaluationS
     paths, labels, names = folder_samples(dataset, settings)
     description = {"kind": which, "root": str(settings["root"]), "csv": settings.get("csv"), "classes": names}
     return EvaluationSet(dataset, names, labels, paths=paths, description=description)
+
+
+def read_cifar10_1(files: Mapping[str, str]) -> tuple[np.ndarray, np.ndarray]:
+    """CIFAR-10.1's images ``(2000, 32, 32, 3)`` uint8 and labels int64, read without unpickling."""
+    arrays = {}
+    for part, download in CIFAR10_1.items():
+        path = files.get(download.path)
+        if path is None or not Path(path).is_file():
+            raise DatasetError(f"cifar10_1: {download.path} has not been downloaded ({download.url})")
+        try:
+            arrays[part] = np.load(path, allow_pickle=False)
+        except (ValueError, OSError) as error:
+            raise DatasetError(f"cifar10_1: {path} is not a readable .npy array ({error}); delete it and run again") from None
+    images, labels = arrays["data"], arrays["labels"]
+    if images.dtype != np.uint8 or images.ndim != 4 or images.shape[1:] != (32, 32, 3) or labels.shape != (len(images),):
+        raise DatasetError(
+            f"cifar10_1: expected (N, 32, 32, 3) uint8 images and N labels, got {images.shape} {images.dtype} and "
+            f"{labels.shape}; delete {CIFAR10_1['data'].path} and {CIFAR10_1['labels'].path} and run again"
+        )
+    if len(labels) and (labels.min() < 0 or labels.max() >= datasets.CIFAR["cifar10"].num_classes):
+        raise DatasetError(f"cifar10_1: labels outside CIFAR-10's 0..9 in {files[CIFAR10_1['labels'].path]}")
+    return images, labels.astype(np.int64)
 
 
 def _is_image(name: str) -> bool:
@@ -171,10 +223,11 @@ def output_columns(dataset: str, config: Mapping, classes: list[str], num_output
 
     ``datasets.<dataset>.class_map`` first (an output index, or a name of the network's label set),
     then the class's own name in the label set; a network with exactly one output per class and no
-    matching names reads class i from output i.
+    matching names reads class i from output i. A shifted set without a ``class_map`` of its own
+    takes that of the set it is calibrated on.
     """
     key = f"datasets.{dataset}"
-    mapping = entry(dataset, config).get("class_map") or {}
+    mapping = entry(dataset, config).get("class_map") or entry(home(dataset, config), config).get("class_map") or {}
     extra = sorted(set(mapping) - set(classes))
     if extra:
         raise DatasetError(f"{key}.class_map: {', '.join(map(str, extra))} are not classes of the set ({', '.join(classes[:10])})")

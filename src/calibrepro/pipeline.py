@@ -331,14 +331,13 @@ def shift_evaluate_step(
 
     The test under distribution shift of Ovadia et al. (2019, "Can you trust your model's
     uncertainty?"): the calibrators of ``calibrated_on_logits``' data set, unchanged, on every
-    sample of the shifted set. Both logits must have the same classes (count, and names where the
-    archives record them).
+    sample of the shifted set. Both logits must have the same classes (count, and names where both
+    archives record them: a pinned network's own logits do not).
     """
     with step_log(log) as logger:
         shifted, reference = load_logits(logits_path), load_logits(calibrated_on_logits, rows=np.arange(1))
-        if shifted.logits.shape[1] != reference.logits.shape[1] or (
-            shifted.metadata.get("classes", reference.metadata.get("classes")) != reference.metadata.get("classes")
-        ):
+        names = [archive.metadata.get("classes") for archive in (shifted, reference)]
+        if shifted.logits.shape[1] != reference.logits.shape[1] or (None not in names and names[0] != names[1]):
             raise SplitMismatchError(
                 f"{logits_path}: its classes differ from those of {calibrated_on_logits}; a shifted data set must "
                 "have the classes of the set it is calibrated on (datasets.<key>.classes, in the same order)"

@@ -36,7 +36,7 @@ _HEADER_BREAKS = {
 ROW_HEADERS = {"ru": ("Данные", "Модель"), "en": ("Data", "Model")}
 
 #: data set names in figure titles (thesis figures 2-4: "CIFAR-10, googlenet"); tables print the key
-DATASET_NAMES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "imagenet": "ImageNet", "digits": "Digits"}
+DATASET_NAMES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "cifar10_1": "CIFAR-10.1", "imagenet": "ImageNet", "digits": "Digits"}
 
 #: the thesis's figures 2-4 (named figure targets of the thesis configuration)
 THESIS_FIGURES = {

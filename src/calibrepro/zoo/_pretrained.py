@@ -8,6 +8,11 @@ resources. :class:`PretrainedSource` turns a pin into downloads, early checks, s
 and, in :meth:`PretrainedSource.cache_logits`, a logits archive. A subclass implements only
 :meth:`PretrainedSource.build` (a network from the local files) and, for ImageNet, the eval
 transform.
+
+A pinned network also runs on a shifted test set (``datasets.<key>.calibrate_on``: CIFAR-10.1 for
+CIFAR-10, an image folder): the pin is that of the set it is calibrated on, the samples those of the
+shifted set (:mod:`calibrepro.evaluation_sets`), joined by the logits step of
+:func:`calibrepro.zoo.network.write_logits`.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import ClassVar, Mapping
 
 import numpy as np
 
-from calibrepro import datasets
+from calibrepro import datasets, evaluation_sets
 from calibrepro.download import Download, parse_checksum, sha256_of
 from calibrepro.inference import environment, inference_settings, predict, predict_array, select_device
 from calibrepro.io import save_logits
@@ -156,11 +161,14 @@ class PretrainedSource(Source):
         return [datasets.cifar_download(dataset)] if dataset in datasets.CIFAR else []
 
     def downloads(self, dataset: str, model: str, spec: dict, config: dict) -> list[Download]:
-        pin = self.pin(dataset, model, spec)
-        return [*pin.downloads(), *self.dataset_downloads(dataset)]
+        home = evaluation_sets.home(dataset, config)
+        pin = self.pin(home, model, spec)
+        data = self.dataset_downloads(dataset) if home == dataset else evaluation_sets.downloads(dataset, config)
+        return [*pin.downloads(), *data]
 
     def check(self, dataset: str, model: str, spec: dict, config: dict) -> None:
-        pin = self.pin(dataset, model, spec)
+        home = evaluation_sets.home(dataset, config)
+        pin = self.pin(home, model, spec)
         extra = sorted({"sha256", "file"} & set(spec))
         if extra:
             raise ModelSourceError(
@@ -176,7 +184,9 @@ class PretrainedSource(Source):
             )
         for item in pin.downloads():
             parse_checksum(item.checksum)
-        if dataset == "imagenet":
+        if home != dataset:  # a shifted test set
+            evaluation_sets.check(dataset, config)
+        elif dataset == "imagenet":
             settings = (config.get("datasets") or {}).get("imagenet") or {}
             datasets.check_imagenet(settings.get("root"), settings.get("labels_file"))
 
@@ -187,7 +197,8 @@ class PretrainedSource(Source):
     def resources(self, dataset: str, model: str, spec: dict, config: dict) -> dict:
         settings = inference_settings(config)
         on_gpu = settings["device"] != "cpu"
-        table = self.job_resources(self.pin(dataset, model, spec)).get("gpu" if on_gpu else "cpu", {})
+        pin = self.pin(evaluation_sets.home(dataset, config), model, spec)
+        table = self.job_resources(pin).get("gpu" if on_gpu else "cpu", {})
         return {
             "threads": max(2, settings["workers"] + 1) if on_gpu else 8,
             "gpu": 1 if on_gpu and self.needs_gpu else 0,
@@ -208,8 +219,39 @@ class PretrainedSource(Source):
             return datasets.ImageFiles(paths, labels, self.imagenet_transform(pin)), labels
         raise ModelSourceError(f"no evaluation set for data set {pin.dataset!r}")  # pragma: no cover
 
+    def pinned_network(self, pin: Pin, files: Mapping[str, str | Path]):
+        """The pinned network as a :class:`calibrepro.zoo.network.Network`, to run on another evaluation set."""
+        from calibrepro.zoo.network import Network
+
+        mean, std = pin.preprocessing["mean"], pin.preprocessing["std"]
+        if pin.dataset in datasets.CIFAR:
+            transform, normalization = cifar_transform(mean, std), (mean, std)
+            names = [str(i) for i in range(pin.num_classes)]  # the class names of the CIFAR evaluation sets
+        else:
+            transform, normalization, names = self.imagenet_transform(pin), None, datasets.imagenet_wnids()
+        weights = local_file(files, pin.weights)
+        return Network(
+            module=self.build(pin, files, pretrained=True),
+            transform=transform,
+            preprocessing=pin.preprocessing,
+            num_outputs=pin.num_classes,
+            label_names=names,
+            provenance={"name": pin.name, "architecture": pin.architecture, "reference": pin.reference,
+                        "weights": self.weights_metadata(pin, weights),
+                        "code": [{"url": item.url, "pin": item.checksum} for item in pin.code],
+                        "licence": pin.licence, "calibrated_on": pin.dataset},
+            normalization=normalization,
+        )
+
     def cache_logits(self, request: LogitsRequest, output: Path) -> None:
-        pin = self.pin(request.dataset, request.model, request.spec)
+        home = evaluation_sets.home(request.dataset, request.config)
+        pin = self.pin(home, request.model, request.spec)
+        if home != request.dataset:  # a shifted test set: the pinned network on its samples
+            from calibrepro.zoo.network import write_logits
+
+            data = evaluation_sets.load(request.dataset, request.config, request.files)
+            write_logits(request, data, self.pinned_network(pin, request.files), self.name, output)
+            return
         settings = inference_settings(request.config)
         if request.spec.get("batch_size"):
             settings["batch_size"] = int(request.spec["batch_size"])

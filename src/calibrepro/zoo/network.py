@@ -99,50 +99,56 @@ class NetworkSource(Source):
         }
 
     def cache_logits(self, request: LogitsRequest, output: Path) -> None:
-        settings = inference_settings(request.config)
-        if request.spec.get("batch_size"):
-            settings["batch_size"] = int(request.spec["batch_size"])
-        device = select_device(settings["device"])
         data = evaluation_sets.load(request.dataset, request.config, request.files)
-        network = self.network(request, data)
-        columns = evaluation_sets.output_columns(
-            request.dataset, request.config, data.class_names, network.num_outputs, network.label_names
-        )
-        variant = mc_dropout_variant(request, network.module, settings["batch_size"])
-        run = {"device": device, "batch_size": settings["batch_size"], "amp": settings["amp"],
-               "desc": f"{request.dataset}/{request.model}", "mc_dropout": variant.get("mc_dropout"),
-               "seed": variant.get("mc_seed", 0)}
-        if data.images is not None and network.normalization and settings["preprocessing"] == "batched":
-            logits = predict_array(network.module, data.images, *network.normalization, **run)
-        else:
-            from calibrepro.datasets import ArrayImages, ImageFiles
+        write_logits(request, data, self.network(request, data), self.name, output)
 
-            if data.images is not None:
-                samples = ArrayImages(data.images, data.labels, _ToPIL(network.transform))
-            else:
-                samples = ImageFiles(data.paths, data.labels, network.transform)
-            logits = predict(network.module, samples, workers=settings["workers"], **run)
-        if logits.shape[1] != network.num_outputs:
-            raise ModelSourceError(
-                f"{request.dataset}/{request.model}: {logits.shape[1]} logits per image, expected {network.num_outputs}"
-            )
-        logits = np.ascontiguousarray(logits[:, columns])
-        metadata = {
-            "source": self.name,
-            "dataset": request.dataset,
-            "model": request.model,
-            **network.provenance,
-            "preprocessing": network.preprocessing,
-            "evaluation_set": data.description,
-            "classes": data.class_names,
-            "output_columns": columns,
-            "num_samples": int(len(data)),
-            "top1_accuracy": float(np.mean(logits.argmax(axis=1) == data.labels)),
-            "inference": {**settings, "amp": bool(settings["amp"]) and device.type == "cuda"},
-            "variant": variant,
-            "environment": environment(device),
-        }
-        save_logits(output, logits, data.labels, metadata)
+
+def write_logits(request: LogitsRequest, data: evaluation_sets.EvaluationSet, network: Network, source: str,
+                 output: Path) -> None:
+    """The one logits step: ``network`` on every sample of ``data``, one column per class, archived;
+    with the entry's ``mc_dropout`` (and ``mc_seed``) as MC-Dropout (:func:`mc_dropout_variant`)."""
+    settings = inference_settings(request.config)
+    if request.spec.get("batch_size"):
+        settings["batch_size"] = int(request.spec["batch_size"])
+    device = select_device(settings["device"])
+    columns = evaluation_sets.output_columns(
+        request.dataset, request.config, data.class_names, network.num_outputs, network.label_names
+    )
+    variant = mc_dropout_variant(request, network.module, settings["batch_size"])
+    run = {"device": device, "batch_size": settings["batch_size"], "amp": settings["amp"],
+           "desc": f"{request.dataset}/{request.model}", "mc_dropout": variant.get("mc_dropout"),
+           "seed": variant.get("mc_seed", 0)}
+    if data.images is not None and network.normalization and settings["preprocessing"] == "batched":
+        logits = predict_array(network.module, data.images, *network.normalization, **run)
+    else:
+        from calibrepro.datasets import ArrayImages, ImageFiles
+
+        if data.images is not None:
+            samples = ArrayImages(data.images, data.labels, _ToPIL(network.transform))
+        else:
+            samples = ImageFiles(data.paths, data.labels, network.transform)
+        logits = predict(network.module, samples, workers=settings["workers"], **run)
+    if logits.shape[1] != network.num_outputs:
+        raise ModelSourceError(
+            f"{request.dataset}/{request.model}: {logits.shape[1]} logits per image, expected {network.num_outputs}"
+        )
+    logits = np.ascontiguousarray(logits[:, columns])
+    metadata = {
+        "source": source,
+        "dataset": request.dataset,
+        "model": request.model,
+        **network.provenance,
+        "preprocessing": network.preprocessing,
+        "evaluation_set": data.description,
+        "classes": data.class_names,
+        "output_columns": columns,
+        "num_samples": int(len(data)),
+        "top1_accuracy": float(np.mean(logits.argmax(axis=1) == data.labels)),
+        "inference": {**settings, "amp": bool(settings["amp"]) and device.type == "cuda"},
+        "variant": variant,
+        "environment": environment(device),
+    }
+    save_logits(output, logits, data.labels, metadata)
 
 
 def mc_dropout_variant(request: LogitsRequest, module, batch_size: int) -> dict:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Mapping
 
 from calibrepro.download import Download
+from calibrepro.evaluation_sets import home
 from calibrepro.zoo import timm_hub
 from calibrepro.zoo._pretrained import ModelSourceError, Pin, PretrainedSource, local_file
 from calibrepro.zoo.network import NetworkSource
@@ -148,35 +149,37 @@ class TimmByName(NetworkSource):
 
 class TimmSource(PretrainedSource):
     """ImageNet models of timm with the weights timm served for their names in early 2021 (the thesis's
-    pins), and any other timm name by :class:`TimmByName`: a (data set, name) without a pin goes there."""
+    pins), and any other timm name by :class:`TimmByName`: a (data set, name) without a pin goes there.
+    A shifted test set of a pinned model (``calibrate_on: imagenet``) runs the pinned file, not the hub's tag."""
 
     name = "timm"
     PINS = PINS
     #: the usual logits job; tf_efficientnet_b8 has its own (JOB_B8)
     RESOURCES = {"imagenet": JOB_224}
 
-    def _by_name(self, dataset: str, model: str, spec: dict) -> bool:
-        return (dataset, spec.get("name") or model) not in self.PINS
+    def _by_name(self, dataset: str, model: str, spec: dict, config: dict) -> bool:
+        """Whether no pin covers the model: pins are looked up under the set a shifted set is calibrated on."""
+        return (home(dataset, config), spec.get("name") or model) not in self.PINS
 
     def downloads(self, dataset: str, model: str, spec: dict, config: dict) -> list[Download]:
-        if self._by_name(dataset, model, spec):
+        if self._by_name(dataset, model, spec, config):
             return TimmByName().downloads(dataset, model, spec, config)
         return super().downloads(dataset, model, spec, config)
 
     def resources(self, dataset: str, model: str, spec: dict, config: dict) -> dict:
-        if self._by_name(dataset, model, spec):
+        if self._by_name(dataset, model, spec, config):
             return TimmByName().resources(dataset, model, spec, config)
         return super().resources(dataset, model, spec, config)
 
     def cache_logits(self, request, output: Path) -> None:
-        if self._by_name(request.dataset, request.model, request.spec):
+        if self._by_name(request.dataset, request.model, request.spec, request.config):
             return TimmByName().cache_logits(request, output)
         return super().cache_logits(request, output)
 
     def check(self, dataset: str, model: str, spec: dict, config: dict) -> None:
-        if self._by_name(dataset, model, spec):
+        if self._by_name(dataset, model, spec, config):
             return TimmByName().check(dataset, model, spec, config)
-        pin = self.pin(dataset, model, spec)
+        pin = self.pin(home(dataset, config), model, spec)
         import timm
 
         if pin.architecture not in timm.list_pretrained(pin.architecture):
