@@ -10,8 +10,8 @@ One "model" is what one split of the seed's study computes for it: the three rec
 ``calibrepro.regression.metrics.REGRESSION_METRICS`` on the test part for the uncalibrated
 predictive and the three recalibrated ones, plus the one- and two-sided reliability curves.
 Predictives are synthetic, from a fixed seed, of the four kinds the regressors produce:
-a heteroscedastic Gaussian ("aleatoric"), a 5-member ensemble mixture, a 50-pass MC-Dropout
-mixture, and the evidential Student-t.  Sizes: UCI wine (288 calibration + 160 test samples, the
+a heteroscedastic Gaussian ("aleatoric"), a 5-member ensemble mixture, 50- and 100-pass MC-Dropout
+mixtures (100: the configs' default), and the evidential Student-t.  Sizes: UCI wine (288 calibration + 160 test samples, the
 largest of wine and crime's test parts is crime's 200) and the energy series (600 calibration +
 6,000 test windows' hours).  The target is under a second per model at the UCI sizes.  Wall and
 process CPU seconds are printed (best of ``--repeat``): on a shared machine the CPU time is the
@@ -39,7 +39,7 @@ def predictive(kind: str, n: int, rng: np.random.Generator):
         return Gaussian(mu, sd)
     if kind == "student_t":
         return StudentT(mu, sd, rng.uniform(3, 20, size=n))
-    members = {"ensemble_5": 5, "mc_dropout_50": 50}[kind]
+    members = {"ensemble_5": 5, "mc_dropout_50": 50, "mc_dropout_100": 100}[kind]
     return GaussianMixture(mu[:, None] + 0.5 * sd[:, None] * rng.normal(size=(n, members)),
                            np.broadcast_to(0.8 * sd[:, None], (n, members)))
 
@@ -70,7 +70,7 @@ def main() -> None:
         sizes.append(("energy", 600, 6000))
     print(f"{'size':<10} {'predictive':<14} {'wall s':>8} {'cpu s':>8}")
     for label, n_cal, n_test in sizes:
-        for kind in ("gaussian", "student_t", "ensemble_5", "mc_dropout_50"):
+        for kind in ("gaussian", "student_t", "ensemble_5", "mc_dropout_50", "mc_dropout_100"):
             runs = [one_model(kind, n_cal, n_test, seed) for seed in range(args.repeat)]
             wall, cpu = min(r[0] for r in runs), min(r[1] for r in runs)
             print(f"{label:<10} {kind:<14} {wall:8.3f} {cpu:8.3f}", flush=True)

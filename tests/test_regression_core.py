@@ -76,6 +76,21 @@ def test_density_moments_and_partial_moments_agree_with_quadrature(kind):
 
 
 @pytest.mark.parametrize("kind", ["gaussian", "student_t", "mixture"])
+def test_fused_quantiles_and_cumulative_moments_match_the_separate_ones_at_tight_tolerance(kind):
+    """ppf_cumulative_moments (for mixtures: C_j corrected from Newton's last iterate to second order) equals
+    cumulative_moments at quantiles solved far beyond the default tolerance, levels 0 and 1 included."""
+    d = _families()[kind]
+    levels = np.concatenate([[0.0, 1e-9, 1e-4], np.linspace(0.001, 0.999, 41), [1 - 1e-4, 1.0]])
+    q = np.broadcast_to(levels, (len(d), levels.size))
+    x, c1, c2 = d.ppf_cumulative_moments(q)
+    exact = d.ppf(q, tol=1e-20) if kind == "mixture" else d.ppf(q)
+    _, e1, e2 = d.cumulative_moments(exact)
+    np.testing.assert_array_equal(np.isfinite(x), np.isfinite(exact))
+    np.testing.assert_allclose(c1, e1, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(c2, e2, rtol=0, atol=1e-11)
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "student_t", "mixture"])
 def test_closed_form_crps_equals_the_numerical_quantile_integral(kind):
     d = _families()[kind]
     y = d.mean() + 1.3 * np.sqrt(d.var()) * np.linspace(-3, 3, len(d))
@@ -251,6 +266,34 @@ def test_recalibrated_distribution_is_a_proper_cdf_with_consistent_moments():
             assert float(one.std()[0]) == pytest.approx(float(draws.std()), rel=0.02)
         x = np.linspace(-10, 10, 41)
         assert (np.diff(d.cdf(np.broadcast_to(x, (5, 41))), axis=1) >= 0).all()
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "mixture"])
+def test_recalibrated_moments_stay_exact_with_extreme_and_nearly_equal_calibration_values(kind):
+    """Calibration PITs of 1 - 1e-14, 1e-13 and two almost equal ones make pieces of the map with
+    slopes up to 1e11; the moments still equal the sum of the pieces' integrals, each by quadrature."""
+    rng = np.random.default_rng(5)
+    y = rng.normal(size=300)
+    y[:4] = [7.6, -7.4, 0.3, 0.3 + 1e-12]
+    base = Gaussian(np.zeros(300), np.ones(300))
+    if kind == "mixture":  # a two-component mixture whose CDF is nearly the standard normal's
+        base = GaussianMixture(np.stack([np.full(300, -1e-3), np.full(300, 1e-3)], 1), np.ones((300, 2)))
+    r = make_recalibrator("isotonic").fit(base, y)
+    assert r.knots_x_[1] < 1e-12 and 1 - r.knots_x_[-2] < 1e-13 and np.diff(r.knots_x_).min() < 1e-12
+    d = r.transform(base.take(slice(0, 2)))
+    mean, var = d.mean_var()
+    one = base.take([0])
+    b = one.ppf(r.knots_x_[None, :])[0]
+    slopes = np.diff(r.knots_y_) / np.diff(r.knots_x_)
+    moments = []
+    for j in (1, 2):
+        def integrand(t, j=j):
+            return t**j * float(one.pdf(np.array([t]))[0])
+
+        moments.append(sum(s * integrate.quad(integrand, lo, hi, epsabs=0, epsrel=1e-12)[0]
+                           for s, lo, hi in zip(slopes, b[:-1], b[1:])))
+    assert float(mean[0]) == pytest.approx(moments[0], rel=1e-8, abs=1e-10)
+    assert float(var[0]) == pytest.approx(moments[1] - moments[0] ** 2, rel=1e-8)
 
 
 @pytest.mark.parametrize("method", list(RECALIBRATORS))

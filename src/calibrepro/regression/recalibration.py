@@ -50,6 +50,9 @@ __all__ = [
 #: that a recalibrated level just below 1 that rounds to a base level of exactly 1 still gives a
 #: finite quantile (for a Student-t with 2 degrees of freedom, about 7e5 scales from its centre)
 LEVEL_EPS = 1e-12
+#: end pieces of the recalibration map narrower than this in level take the tail's conditional
+#: moments in the recalibrated moments (:meth:`RecalibratedDistribution._moments`)
+NARROW_PIECE = 1e-5
 
 
 def _check_y(y, n: int) -> np.ndarray:
@@ -124,10 +127,33 @@ class RecalibratedDistribution(Predictive):
         return np.where(q <= 0, -np.inf, np.where(q >= 1, np.inf, out))
 
     def _moments(self):
-        n = len(self)
-        bounds = self.base.ppf(np.broadcast_to(self.knots_x, (n, self.knots_x.size)))
-        _, c1, c2 = self.base.cumulative_moments(bounds)
-        return np.diff(c1, axis=1) @ self.slopes, np.diff(c2, axis=1) @ self.slopes
+        """``E[Y^j] = sum_k slope_k (C_j(b_k+1) - C_j(b_k))``, ``b_k = F^-1(x_k)``, ``C_j`` the base's
+        cumulative moments (j = 1, 2).  Where that difference would cancel (two calibration values almost
+        equal, or one almost 0 or 1: slopes reach 1e11 and multiply its rounding), the piece contributes
+        ``dy_k`` times the mean of ``F^-1(u)^j`` over it instead: where ``b_k+1 - b_k <= 1e-6 (1 + |b_k|)``
+        the trapezoid rule ``(b_k^j + b_k+1^j) / 2`` (error below ``dy_k (b_k+1 - b_k)^2 |f'/f| / 12``), and
+        for an end piece narrower than :data:`NARROW_PIECE` in level the tail's conditional moment:
+        ``C_j(b_1) / C_0(b_1)`` below the first knot, and above the last the same of the reflected
+        distribution (:meth:`Predictive.reflected`) at ``-b``, where nothing cancels."""
+        n, kx = len(self), self.knots_x
+        b, c1, c2 = self.base.ppf_cumulative_moments(np.broadcast_to(kx, (n, kx.size)))
+        dy = np.diff(self.knots_y)
+        with np.errstate(invalid="ignore"):
+            gap = np.diff(b, axis=1)
+            close = np.isfinite(gap) & (np.abs(gap) <= 1e-6 * (1 + np.abs(b[:, :-1])))
+        pieces = []
+        for j, c in ((1, c1), (2, c2)):
+            with np.errstate(invalid="ignore"):
+                pieces.append(np.where(close, dy * (b[:, :-1] ** j + b[:, 1:] ** j) / 2, np.diff(c, axis=1) * self.slopes))
+        if kx[1] < NARROW_PIECE:  # (0, x_1): E[Y^j | Y <= b_1]
+            c0, *cj = self.base.cumulative_moments(b[:, 1])
+            for piece, c in zip(pieces, cj):
+                piece[:, 0] = dy[0] * c / c0
+        if 1 - kx[-2] < NARROW_PIECE:  # (x_K-1, 1): E[Y^j | Y > b] = (-1)^j E[Z^j | Z < -b], Z = -Y
+            c0, *cj = self.base.reflected().cumulative_moments(-b[:, -2])
+            for j, (piece, c) in enumerate(zip(pieces, cj), 1):
+                piece[:, -1] = dy[-1] * (-1) ** j * c / c0
+        return pieces[0].sum(axis=1), pieces[1].sum(axis=1)
 
     def mean(self):
         return self._moments()[0]
