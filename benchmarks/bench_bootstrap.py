@@ -9,15 +9,29 @@ worker processes (default 1: serial; 2 = what Snakemake does with ``--cores 2``;
 BLAS thread either way, see ``bootstrap_replicates``); the wall and CPU time per shape and the total wall time
 are printed (CPU time, user + system, is what a busy shared machine does not inflate).
 
+The thesis appendix's bootstrap as the pipeline runs it: ``--appendix DIR`` writes the synthetic
+logits of ``bench_pipeline.py`` (the 32 models: N = 10,000 / 50,000, so test halves of 5,000 /
+25,000) as ``source: logits`` models with the thesis's calibrators, metrics, bins, split and
+``uncertainty`` settings (``config/thesis.yaml``), runs the workflow up to ``metrics.csv`` (not
+timed; cached in DIR), then times (a) ``snakemake --cores N`` making ``intervals.csv`` and
+``comparisons.csv`` (the 32 ``bootstrap`` jobs: each reads its logits and split, loads the six fitted
+calibrators, predicts, resamples, intervals and paired differences; Snakemake's start included) and
+(b) the same 32 ``pipeline.bootstrap_step`` calls in ``--jobs`` worker processes, with their CPU
+seconds (user + system, which a loaded machine does not inflate).
+
 Size study: ``--size-study DIR`` also times ``size_study_step`` on the demo's cached logits and split
 in DIR (a finished ``make demo`` / snakemake working directory), with the demo's sizes and seeds.
 
     .venv/bin/python benchmarks/bench_bootstrap.py [--resamples 1000] [--models 13,15,4] [--jobs 2] [--size-study .]
+    .venv/bin/python benchmarks/bench_bootstrap.py --appendix DIR [--jobs 2] [--cores 2]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
+import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -112,6 +126,82 @@ def time_intervals(args) -> None:
           f"(user + system of the worker(s); wall/CPU shows how much of the cores the job got)")
 
 
+def _timed_step(kwargs: dict) -> tuple[int, float, float]:
+    """Run one ``bootstrap_step``; return its K, wall seconds and CPU seconds (this process)."""
+    from calibrepro.pipeline import bootstrap_step
+
+    k = kwargs.pop("k")
+    start, cpu = time.perf_counter(), time.process_time()
+    bootstrap_step(**kwargs)
+    return k, time.perf_counter() - start, time.process_time() - cpu
+
+
+def time_appendix(args) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_pipeline as P
+
+    workdir = args.appendix.resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    config_path = P.make_config(workdir, small=False)  # the 32 models' logits, as bench_pipeline.py
+    thesis = yaml.safe_load((ROOT / "config" / "thesis.yaml").read_text())
+    config = {"models": yaml.safe_load(config_path.read_text())["models"],
+              **{key: thesis[key] for key in ("split", "calibrators", "metrics", "bins", "uncertainty")}}
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    layout, settings = P.LAYOUT, config["uncertainty"]
+    print(f"thesis appendix bootstrap: 32 models, {len(config['calibrators'])} calibrators, "
+          f"{len(config['metrics'])} metrics ({', '.join(config['metrics'])}), B = {settings['bootstrap']}; "
+          f"preparing logits, splits, fits and metrics.csv in {workdir} (not timed)", flush=True)
+    P.snakemake(workdir, config_path, args.cores, [], layout.metrics)
+    bootstrap_dir = workdir / layout.results / "bootstrap"
+    outputs = [workdir / layout.intervals, workdir / layout.comparisons]
+
+    def clear():
+        shutil.rmtree(bootstrap_dir, ignore_errors=True)
+        for path in outputs:
+            path.unlink(missing_ok=True)
+
+    clear()
+    load = os.getloadavg()[0]
+    wall, busy = P.snakemake(workdir, config_path, args.cores, [], layout.intervals, layout.comparisons)
+    print(f"  (a) snakemake --cores {args.cores} {layout.intervals} {layout.comparisons}: {wall:.1f} s wall "
+          f"(machine busy {busy:.1f} CPU s meanwhile; load average {load:.1f} before)", flush=True)
+    first = [path.read_bytes() for path in outputs]
+    clear()
+    seed = config["split"]["seeds"][0]
+    k_of = {"cifar10": 10, "cifar100": 100, "imagenet": 1000}
+    steps = []
+    for dataset, models in config["models"].items():
+        for model in models:
+            bootstrap_dir.joinpath(dataset, model).mkdir(parents=True, exist_ok=True)
+            steps.append(dict(
+                k=k_of[dataset], logits_path=workdir / layout.logits(dataset, model),
+                split_path=workdir / layout.split(dataset, seed),
+                evaluation_csv=workdir / layout.evaluation(dataset, model, seed),
+                intervals_output=workdir / layout.bootstrap(dataset, model, seed, "intervals"),
+                comparisons_output=workdir / layout.bootstrap(dataset, model, seed, "comparisons"),
+                calibrators={m: workdir / layout.calibrator(dataset, model, m, seed) for m in config["calibrators"]},
+                metrics=config["metrics"], bins=config["bins"], dataset=dataset, model=model, seed=seed,
+                resamples=settings["bootstrap"], level=settings["level"], bootstrap_seed=settings["seed"],
+                interval=settings.get("interval", "auto"),
+            ))
+    steps.sort(key=lambda step: -step["k"])  # the largest first, as the workflow's priorities do
+    start = time.perf_counter()
+    with ProcessPoolExecutor(args.jobs) as pool:
+        results = list(pool.map(_timed_step, steps))
+    wall = time.perf_counter() - start
+    for (dataset, k, n), count in zip(SHAPES, (13, 15, 4)):
+        spent = sum(t for kk, t, _ in results if kk == k)
+        cpu = sum(c for kk, _, c in results if kk == k)
+        print(f"  (b) {dataset:9s} {count:2d} x K={k:<4d} test N={n:6,d}: {spent:7.2f} s in the workers, "
+              f"{cpu:7.2f} s CPU ({cpu / count:.2f} per model)")
+    total_cpu = sum(c for _, _, c in results)
+    print(f"  (b) TOTAL 32 bootstrap_step calls in {args.jobs} process(es): {wall:.1f} s wall, {total_cpu:.1f} s CPU "
+          f"(on {args.jobs} idle cores: about max(CPU / {args.jobs}, largest model) wall)")
+    P.snakemake(workdir, config_path, args.cores, [], layout.intervals, layout.comparisons)
+    same = [path.read_bytes() for path in outputs] == first
+    print(f"  intervals.csv and comparisons.csv of (b) byte-identical to (a)'s: {'yes' if same else 'NO'}")
+
+
 def time_size_study(workdir: Path) -> None:
     from calibrepro.pipeline import size_study_step
 
@@ -140,7 +230,12 @@ def main() -> None:
     parser.add_argument("--metrics", default="", help="comma-separated subset of the metrics (default: all)")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     parser.add_argument("--size-study", type=Path, help="a finished demo working directory")
+    parser.add_argument("--appendix", type=Path, help="time the thesis appendix's bootstrap jobs (working directory)")
+    parser.add_argument("--cores", type=int, default=2, help="snakemake --cores of --appendix (default 2)")
     args = parser.parse_args()
+    if args.appendix is not None:
+        time_appendix(args)
+        return
     time_intervals(args)
     if args.size_study is not None:
         time_size_study(args.size_study)

@@ -2,21 +2,32 @@
 
 A simulated model: per sample, true class probabilities ``q = softmax(g)`` with logits ``g`` drawn
 around a random class (``g ~ N(0, 1)`` per class, ``+ boost`` on one), the label ``y ~ q``, and the
-model's prediction ``p = softmax(g / tau)``: calibrated (``tau = 1``), overconfident (``tau = 0.6``)
-or underconfident (``tau = 1.6``). The population value of every metric is computed on a pool of
-``--pool`` samples with the expectation over the label taken exactly (accuracy ``E[q_argmax]``,
-Brier ``E[sum p^2 - 2 p.q + 1]``, NLL ``E[-q.log p]``, and the binned calibration errors from the
-per-bin sums of ``q`` instead of the 0/1 labels), so only the binning of a finite pool remains.
+model's prediction ``p = softmax(g / tau)``: calibrated (``tau = 1``), mildly overconfident
+(``tau = 0.95``: ECE 2.2 % at K = 10, 3.8 % at K = 100, the realistic case), overconfident
+(``tau = 0.6``) or underconfident (``tau = 1.6``). The population value of every metric is computed
+on a pool of ``--pool`` samples with the expectation over the label taken exactly (accuracy
+``E[q_argmax]``, Brier ``E[sum p^2 - 2 p.q + 1]``, NLL ``E[-q.log p]``, and the binned calibration
+errors from the per-bin sums of ``q`` instead of the 0/1 labels), so only the binning of a finite
+pool remains.
 
-Each replication draws a test half of n samples, computes the metrics and B bootstrap replicates
-(as ``bootstrap_step``), and the percentile, basic, BCa and debiased intervals
-(:mod:`calibrepro.bootstrap`); the table gives, per scenario, metric and method, the share of the R
-intervals that contain the population value and their mean width (in the metric's printed units).
-The last table is the per-metric choice of ``uncertainty.interval: auto`` this data supports: the
-method whose coverage is closest to 0.95 on average over the scenarios, where differences below
-:data:`TIE` go to the simpler method (:data:`PREFERENCE`).
+Each replication draws a test half of n samples, computes the metrics and B bootstrap replicates of
+all of them at once (``bootstrap_replicates``: one count matrix, every metric's resampled form), and
+the percentile, basic, BCa and debiased intervals as the pipeline makes them (clipped to the
+metric's range, :func:`calibrepro.bootstrap.interval`); a cell is the share of the R intervals that
+contain the population value (Monte Carlo standard error ``sqrt(0.95 * 0.05 / R)``: 0.015 at
+R = 200) and their mean width.  The last table is the per-metric choice of
+``uncertainty.interval: auto`` this data supports: the method with the smallest mean of
+``|coverage - 0.95|`` over all scenarios, where differences below :data:`TIE` go to the simpler
+method (:data:`PREFERENCE`).
 
-    .venv/bin/python benchmarks/bench_coverage.py [--replications 100] [--resamples 1000] [--jobs 2] [--sizes 5000,500] [--metrics a,b]
+Every finished scenario is saved under ``--out`` (one ``.npz``: the population values and all R x
+metrics x methods intervals); a rerun with the same ``--out`` and settings loads it, computes only
+replications beyond the saved ones (a larger R later extends a run), and ``--replications 0`` only
+prints the tables of what is saved.
+
+    nice -n 10 .venv/bin/python benchmarks/bench_coverage.py [--replications 200] [--resamples 1000] [--jobs 2]
+        [--sizes 5000,500] [--calibrations calibrated,mild,overconfident,underconfident] [--classes 10,100]
+        [--metrics a,b] [--out DIR]
 """
 
 from __future__ import annotations
@@ -25,23 +36,26 @@ import argparse
 import itertools
 import time
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 import numpy as np
 from scipy.special import softmax
+from threadpoolctl import threadpool_limits
 
 from calibrepro import bootstrap as B
 from calibrepro import metrics as M
 
-CALIBRATIONS = {"calibrated": 1.0, "overconfident": 0.6, "underconfident": 1.6}
-#: boost of one class's logit: about 80 % accuracy at K = 10 and 65 % at K = 100
+CALIBRATIONS = {"calibrated": 1.0, "mild": 0.95, "overconfident": 0.6, "underconfident": 1.6}
+#: boost of one class's logit (about 59 % accuracy at K = 10 and 38 % at K = 100)
 BOOST = {10: 3.0, 100: 4.5}
 BINS = 15
 LEVEL = 0.95
-#: coverage differences below this count as ties (the Monte Carlo standard error of a 0.95
-#: coverage over R = 100 replications is 0.022); a tie goes to the first method in PREFERENCE:
-#: the simplest, and BCa (a jackknife per cell) last
-TIE = 0.02
+#: mean |coverage - 0.95| differences below this count as ties (about the Monte Carlo standard
+#: error of one cell at R = 200, 0.015); a tie goes to the first method in PREFERENCE: the
+#: simplest, and BCa (a jackknife per cell) last
+TIE = 0.015
 PREFERENCE = ("percentile", "basic", "debiased", "bca")
+METHODS = B.INTERVAL_METHODS
 
 
 def draw(k: int, tau: float, n: int, rng: np.random.Generator):
@@ -103,72 +117,168 @@ def population(k: int, tau: float, size: int, seed: int, chunk: int = 100_000) -
     return out
 
 
-def one_replication(args) -> dict:
+def _seed(k: int, tau: float, n: int) -> list[int]:
+    return [k, round(tau * 100), n]
+
+
+def scenario_population(args) -> np.ndarray:
+    k, tau, pool, names = args
+    with threadpool_limits(1):
+        truth = population(k, tau, pool, seed=k + round(tau * 100))
+    return np.array([truth[name] for name in names])
+
+
+def one_replication(args) -> np.ndarray:
+    """(metrics, methods, 3) array of the intervals' low, high, centre of one simulated test half."""
     k, tau, n, replication, resamples, names = args
-    rng = np.random.default_rng([k, int(tau * 10), n, replication])
-    p, q = draw(k, tau, n, rng)
-    labels = (q.cumsum(axis=1) < rng.random((n, 1))).sum(axis=1).clip(0, k - 1)
-    estimates = M.compute_metrics(p, labels, names, bins=BINS)
-    counts = B.resample_counts(n, resamples, B.bootstrap_seed(0, "coverage", k, tau, n, replication))
-    replicates = B.bootstrap_replicates([("m", p)], labels, names, counts, bins=BINS)["m"]
-    jackknife = B.jackknife_values(p, labels, names, bins=BINS)
-    return {
-        name: {
-            method: B.interval(replicates[name], estimates[name], LEVEL, method, jackknife[name])
-            for method in B.INTERVAL_METHODS
-        }
-        for name in names
-    }
+    with threadpool_limits(1):  # one BLAS thread per worker: the workers are the parallelism
+        rng = np.random.default_rng([*_seed(k, tau, n), replication])
+        p, q = draw(k, tau, n, rng)
+        labels = (q.cumsum(axis=1) < rng.random((n, 1))).sum(axis=1).clip(0, k - 1)
+        estimates = M.compute_metrics(p, labels, names, bins=BINS)
+        counts = B.resample_counts(n, resamples, B.bootstrap_seed(0, "coverage", *_seed(k, tau, n), replication))
+        replicates = B.bootstrap_replicates([("m", p)], labels, names, counts, bins=BINS)["m"]
+        jackknife = B.jackknife_values(p, labels, names, bins=BINS)
+    out = np.empty((len(names), len(METHODS), 3))
+    for i, name in enumerate(names):
+        for j, method in enumerate(METHODS):
+            bounds = B.interval(replicates[name], estimates[name], LEVEL, method, jackknife[name], M.spec(name).bounds)
+            out[i, j] = bounds.low, bounds.high, bounds.centre
+    return out
+
+
+def _scale(name: str) -> float:
+    return 1.0 if name in ("brier", "nll") else 100.0
+
+
+def _load(path: Path | None, names: list[str], resamples: int, pool: int):
+    """The saved ``(truth, intervals)`` of a scenario if its settings match, else None."""
+    if path is None or not path.is_file():
+        return None
+    saved = np.load(path, allow_pickle=False)
+    same = list(saved["names"]) == names and int(saved["resamples"]) == resamples and int(saved["pool"]) == pool
+    return (saved["truth"], saved["intervals"]) if same else None
+
+
+def run(args, names: list[str], scenarios: list[tuple]) -> dict:
+    """``{scenario: (truth (metrics,), intervals (R, metrics, methods, 3))}``.
+
+    Saved scenarios are loaded; one saved with fewer than R replications gets only the missing ones
+    (replication r always draws the same test half and resamples, so R can be raised later).
+    """
+    results: dict = {}
+    todo = []
+    for scenario in scenarios:
+        path = args.out / f"K{scenario[0]}_{scenario[1]}_n{scenario[3]}.npz" if args.out else None
+        saved = _load(path, names, args.resamples, args.pool)
+        have = 0 if saved is None else saved[1].shape[0]
+        if saved is not None:
+            results[scenario] = saved
+        if args.replications > have:
+            todo.append((scenario, path, have))
+    start = time.perf_counter()
+    with ProcessPoolExecutor(args.jobs) as pool:
+        populations = {}  # one per (K, tau): the same for every n
+        for (k, _, tau, _), _, have in todo:
+            if have == 0 and (k, tau) not in populations:
+                known = next((results[s][0] for s in results if s[0] == k and s[2] == tau), None)
+                populations[k, tau] = known if known is not None else pool.submit(
+                    scenario_population, (k, tau, args.pool, names))
+        pending = {s: [pool.submit(one_replication, (s[0], s[2], s[3], r, args.resamples, names))
+                       for r in range(have, args.replications)] for s, _, have in todo}
+        for scenario, path, have in todo:
+            new = np.stack([future.result() for future in pending[scenario]])
+            if have:
+                truth, old = results[scenario]
+                intervals = np.concatenate([old, new])
+            else:
+                truth = populations[scenario[0], scenario[2]]
+                truth = truth if isinstance(truth, np.ndarray) else truth.result()
+                intervals = new
+            results[scenario] = truth, intervals
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                partial = path.with_suffix(".part.npz")
+                np.savez(partial, names=np.array(names), resamples=args.resamples, pool=args.pool, truth=truth,
+                         intervals=intervals)
+                partial.replace(path)
+            print(f"K = {scenario[0]}, {scenario[1]}, n = {scenario[3]}: {intervals.shape[0]} replications, "
+                  f"{time.perf_counter() - start:.0f} s", flush=True)
+    return results
+
+
+def coverage(truth: np.ndarray, intervals: np.ndarray):
+    """(metrics, methods) coverage and mean width of the intervals."""
+    t = truth[None, :, None]
+    covered = (intervals[..., 0] <= t) & (t <= intervals[..., 1])
+    return covered.mean(axis=0), (intervals[..., 1] - intervals[..., 0]).mean(axis=0)
+
+
+def print_tables(results: dict, names: list[str], scenarios: list[tuple]) -> None:
+    done = [s for s in scenarios if s in results]
+    for n in sorted({s[3] for s in done}, reverse=True):
+        columns = [s for s in done if s[3] == n]
+        reps = sorted({results[s][1].shape[0] for s in columns})
+        print(f"\n### Coverage, n = {n:,} (R = {'/'.join(map(str, reps))}; "
+              f"`truth (printed units): {' / '.join(METHODS)}`)\n")
+        print("| metric | " + " | ".join(f"K={s[0]} {s[1]}" for s in columns) + " |")
+        print("|---|" + "---|" * len(columns))
+        for i, name in enumerate(names):
+            cells = []
+            for s in columns:
+                truth, intervals = results[s]
+                cover, _ = coverage(truth, intervals)
+                cells.append(f"{truth[i] * _scale(name):.4g}: " + " / ".join(f"{c:.2f}" for c in cover[i]))
+            print(f"| {name} | " + " | ".join(cells) + " |")
+        print(f"\nMean width (printed units), n = {n:,}: `{' / '.join(METHODS)}`\n")
+        print("| metric | " + " | ".join(f"K={s[0]} {s[1]}" for s in columns) + " |")
+        print("|---|" + "---|" * len(columns))
+        for i, name in enumerate(names):
+            cells = []
+            for s in columns:
+                _, width = coverage(*results[s])
+                cells.append(" / ".join(f"{w * _scale(name):.3g}" for w in width[i]))
+            print(f"| {name} | " + " | ".join(cells) + " |")
+    print(f"\n### Choice per metric (smallest mean |coverage - {LEVEL}| over the {len(done)} scenarios; "
+          f"n = 5,000 alone in brackets)\n")
+    print("| metric | " + " | ".join(METHODS) + " | choice | now |")
+    print("|---|" + "---|" * (len(METHODS) + 2))
+    for i, name in enumerate(names):
+        deviation = np.array([np.abs(coverage(*results[s])[0][i] - LEVEL) for s in done])  # (scenarios, methods)
+        large = np.array([s[3] == max(x[3] for x in done) for s in done])
+        scores = dict(zip(METHODS, deviation.mean(axis=0)))
+        best = min(scores.values())
+        choice = next(m for m in PREFERENCE if scores[m] <= best + TIE)
+        cells = " | ".join(f"{scores[m]:.3f} ({deviation[large].mean(axis=0)[j]:.3f})" for j, m in enumerate(METHODS))
+        print(f"| {name} | {cells} | {choice} | {M.spec(name).interval} |")
+    print(f"\n(ties within {TIE}: {' > '.join(PREFERENCE)}; `now`: `Metric.interval`, what `auto` uses)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--replications", type=int, default=100, help="R test halves per scenario")
+    parser.add_argument("--replications", type=int, default=200, help="R test halves per scenario (0: print saved)")
     parser.add_argument("--resamples", type=int, default=1000, help="B bootstrap resamples")
     parser.add_argument("--pool", type=int, default=1_000_000, help="samples of the population values")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--sizes", default="5000,500", help="test-half sizes n (comma-separated)")
     parser.add_argument("--metrics", default=",".join(M.METRICS))
+    parser.add_argument("--calibrations", default=",".join(CALIBRATIONS), help="scenarios, in this order")
+    parser.add_argument("--classes", default="10,100", help="K of the scenarios, in this order")
+    parser.add_argument("--out", type=Path, help="folder of the saved scenarios (reused by a rerun)")
     args = parser.parse_args()
     names = args.metrics.split(",")
     sizes = [int(size) for size in args.sizes.split(",")]
-    scenarios = [(k, calibration, n) for n in sizes for k, calibration in itertools.product((10, 100), CALIBRATIONS.items())]
-    start = time.perf_counter()
+    calibrations = [(label, CALIBRATIONS[label]) for label in args.calibrations.split(",")]
+    classes = [int(k) for k in args.classes.split(",")]
+    scenarios = [(k, label, tau, n) for n in sizes for (label, tau), k in itertools.product(calibrations, classes)]
+    start, cpu = time.perf_counter(), time.process_time()
     print(f"R = {args.replications} replications, B = {args.resamples}, level {LEVEL}, pool {args.pool:,}, "
-          f"jobs {args.jobs}", flush=True)
-    summary: dict = {}
-    with ProcessPoolExecutor(args.jobs) as pool:
-        for k, (label, tau), n in scenarios:
-            truth = population(k, tau, args.pool, seed=k + int(tau * 10))
-            tasks = [(k, tau, n, r, args.resamples, names) for r in range(args.replications)]
-            results = list(pool.map(one_replication, tasks, chunksize=max(1, len(tasks) // (4 * args.jobs))))
-            print(f"\n### K = {k}, {label} (tau = {tau}), n = {n}   [{time.perf_counter() - start:.0f} s]\n")
-            print("| metric | truth | " + " | ".join(f"{m} cover | width" for m in B.INTERVAL_METHODS) + " |")
-            print("|---|---|" + "---|---|" * len(B.INTERVAL_METHODS))
-            for name in names:
-                scale = 100.0 if name not in ("brier", "nll") else 1.0
-                cells = []
-                for method in B.INTERVAL_METHODS:
-                    bounds = [res[name][method] for res in results]
-                    cover = np.mean([b.low <= truth[name] <= b.high for b in bounds])
-                    width = np.mean([b.high - b.low for b in bounds]) * scale
-                    summary.setdefault(name, {}).setdefault(method, []).append((n, cover, width))
-                    cells.append(f"{cover:.2f} | {width:.3g}")
-                print(f"| {name} | {truth[name] * scale:.4g} | " + " | ".join(cells) + " |", flush=True)
-    print(f"\n### Choice per metric (closest mean coverage to 0.95 over the scenarios with n = {max(sizes):,})\n")
-    print("| metric | " + " | ".join(B.INTERVAL_METHODS) + " | choice |")
-    print("|---|" + "---|" * (len(B.INTERVAL_METHODS) + 1))
-    for name in names:
-        scores = {}
-        for method in B.INTERVAL_METHODS:
-            rows = [(c, w) for n, c, w in summary[name][method] if n == max(sizes)]
-            scores[method] = (round(abs(np.mean([c for c, _ in rows]) - LEVEL), 3), np.mean([w for _, w in rows]))
-        best = min(score for score, _ in scores.values())
-        choice = next(m for m in PREFERENCE if scores[m][0] <= best + TIE)
-        line = " | ".join(f"{score:.3f}" for score, _ in scores.values())
-        print(f"| {name} | {line} | {choice} |")
-    print(f"\n(|mean coverage - 0.95| per method; ties within {TIE}: {' > '.join(PREFERENCE)})  "
-          f"total {time.perf_counter() - start:.0f} s")
+          f"jobs {args.jobs}, {len(names)} metrics, {len(scenarios)} scenarios", flush=True)
+    results = run(args, names, scenarios)
+    print_tables(results, names, scenarios)
+    children = __import__("os").times()
+    print(f"\ntotal {time.perf_counter() - start:.0f} s wall, "
+          f"{children.children_user + children.children_system + time.process_time() - cpu:.0f} s CPU")
 
 
 if __name__ == "__main__":

@@ -252,6 +252,27 @@ def test_debiased_interval_known_answer():
     assert (bounds.low, bounds.high, bounds.centre) == pytest.approx((0.065 - 10, 95.065 - 10, 15.0))
 
 
+def test_intervals_are_clipped_to_the_metric_range_keeping_coverage():
+    # SKEWED's basic interval around 20 is [-55.065, 39.935]: its lower end goes to 0
+    bounds = B.interval(SKEWED, 20.0, 0.95, "basic", bounds=(0.0, None))
+    assert (bounds.low, bounds.high, bounds.centre) == pytest.approx((0.0, 40 - 0.065, 15.0))
+    # debiased around 1: [0.065 - 48, 95.065 - 48], centre 1 - 24 -> clipped to 0 as well
+    bounds = B.interval(SKEWED, 1.0, 0.95, "debiased", bounds=(0.0, 50.0))
+    assert (bounds.low, bounds.high, bounds.centre) == pytest.approx((0.0, 47.065, 0.0))
+    # wholly below the range (bias larger than twice the estimate): the range's nearest point
+    assert B.interval(SKEWED + 10.0, 1.0, 0.95, "basic", bounds=(0.0, 1.0)) == B.Interval(0.0, 0.0, 0.0)
+    # a truth inside the range is covered by the clipped interval exactly when by the unclipped one
+    rng = np.random.default_rng(4)
+    for _ in range(200):
+        replicates, estimate = rng.gamma(2.0, 0.01, size=300), rng.uniform(0.0, 0.05)
+        raw = B.interval(replicates, estimate, 0.9, "basic")
+        cut = B.interval(replicates, estimate, 0.9, "basic", bounds=M.spec("ece").bounds)
+        assert 0.0 <= cut.low <= cut.centre <= cut.high <= 1.0
+        for truth in rng.uniform(0.0, 0.1, size=20):
+            assert (raw.low <= truth <= raw.high) == (cut.low <= truth <= cut.high)
+    assert all(M.spec(name).bounds[0] == 0.0 for name in M.METRICS)
+
+
 def test_percentile_interval_known_answer_keeps_the_estimate_as_centre():
     bounds = B.interval(SKEWED, 20.0, 0.95, "percentile")
     assert (bounds.low, bounds.high, bounds.centre) == pytest.approx((0.065, 95.065, 20.0))

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from calibrepro import metrics as M
 from calibrepro.io import load_logits
 from calibrepro.splits import load_split
 from workflow_helpers import ROOT, run_snakemake, synthetic_logits, write_config
@@ -100,6 +101,10 @@ def test_demo_runs_end_to_end_and_reruns_byte_identical(tmp_path):
     intervals = pd.read_csv(tmp_path / "results/demo/intervals.csv")
     assert len(intervals) == len(metrics)
     assert ((intervals["low"] <= intervals["centre"]) & (intervals["centre"] <= intervals["high"])).all()
+    # ... and lies in its metric's range (docs/decisions.md: clipped; no negative ECE bound)
+    ranges = intervals["metric"].map(lambda name: M.spec(name).bounds)
+    assert all(lo <= low and (hi is None or high <= hi)
+               for (lo, hi), low, high in zip(ranges, intervals["low"], intervals["high"]))
     outside = ~intervals["estimate"].between(intervals["low"], intervals["high"])
     assert (intervals.loc[outside, "interval"] != "percentile").all()
     assert (intervals.loc[intervals["interval"] == "percentile", "centre"]

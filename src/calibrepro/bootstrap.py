@@ -187,8 +187,22 @@ def jackknife_values(probs, labels, names: Sequence[str], *, bins: int = 15, gro
     return {name: np.array([row[name] for row in rows]) for name in names}
 
 
-def interval(replicates: np.ndarray, estimate: float, level: float, method: str, jackknife=None) -> Interval:
-    """The ``method`` interval (:data:`INTERVAL_METHODS`) of ``estimate`` from its replicates."""
+def clip(bounds: Interval, low: float | None = None, high: float | None = None) -> Interval:
+    """``bounds`` intersected with the metric's range ``[low, high]`` (None: unbounded on that side).
+
+    Each of low, high and centre is clamped into the range (an interval wholly outside it becomes
+    the range's nearest point).  For every true value inside the range, ``truth in bounds`` and
+    ``truth in clip(bounds)`` are the same event, so clipping keeps the coverage and only drops
+    impossible values (a negative ECE); docs/decisions.md, "Intervals clipped to the metric's range".
+    """
+    def clamp(value: float) -> float:
+        value = value if low is None else max(value, low)
+        return float(value if high is None else min(value, high))
+
+    return Interval(clamp(bounds.low), clamp(bounds.high), clamp(bounds.centre))
+
+
+def _interval(replicates: np.ndarray, estimate: float, level: float, method: str, jackknife) -> Interval:
     if method == "percentile":
         low, high = percentile_interval(replicates, level)
         return Interval(low, high, float(estimate))
@@ -201,6 +215,15 @@ def interval(replicates: np.ndarray, estimate: float, level: float, method: str,
             raise ValueError("the BCa interval needs the jackknife values (jackknife_values)")
         return bca_interval(replicates, estimate, level, jackknife)
     raise ValueError(f"unknown interval method {method!r}; known: {', '.join(INTERVAL_METHODS)}")
+
+
+def interval(replicates: np.ndarray, estimate: float, level: float, method: str, jackknife=None,
+             bounds: tuple[float | None, float | None] = (None, None)) -> Interval:
+    """The ``method`` interval (:data:`INTERVAL_METHODS`) of ``estimate`` from its replicates.
+
+    ``bounds``: the metric's range (:attr:`calibrepro.metrics.Metric.bounds`), see :func:`clip`.
+    """
+    return clip(_interval(replicates, estimate, level, method, jackknife), *bounds)
 
 
 def interval_method(metric: str, choice: str) -> str:

@@ -419,15 +419,23 @@ def interpolation_weights(t: np.ndarray, size: int):
 
 
 def _smooth(conf: np.ndarray, values: np.ndarray, sigma: float, t: np.ndarray) -> np.ndarray:
-    """Kernel smoothing of ``values`` located at ``conf``, evaluated at ``t`` (reflected Gaussian)."""
+    """Kernel smoothing of each row of ``values`` (c, N), located at ``conf``, evaluated at ``t``.
+
+    Reflected Gaussian kernel on relplot's grid; the convolution by FFT (``scipy.signal.fftconvolve``,
+    the same sums as relplot's ``np.convolve`` up to rounding, about 1e-16 relative): the bandwidth
+    search reaches grids of 10^4 points, where the direct convolution cost most of smooth ECE's time.
+    """
+    from scipy.signal import fftconvolve  # here: importing metrics stays light (the workflow's start)
+
     size = smooth_grid_size(sigma)
     left, frac = grid_weights(conf, size)
-    grid = np.bincount(left, weights=(1 - frac) * values, minlength=size)
-    grid += np.bincount(left + 1, weights=frac * values, minlength=size)
-    smoothed = np.convolve(_reflect(grid), reflected_gaussian_kernel(sigma, size), "valid")
-    smoothed = smoothed[size // 2 : size // 2 + size]
+    grid = np.stack([np.bincount(left, weights=(1 - frac) * row, minlength=size)
+                     + np.bincount(left + 1, weights=frac * row, minlength=size) for row in values])
+    reflected = np.concatenate([grid[:, ::-1][:, :-1], grid, grid[:, ::-1][:, 1:]], axis=1)
+    smoothed = fftconvolve(reflected, reflected_gaussian_kernel(sigma, size)[None, :], mode="valid", axes=1)
+    smoothed = smoothed[:, size // 2 : size // 2 + size]
     i, w = interpolation_weights(t, size)
-    return smoothed[i] * (1 - w) + smoothed[i + 1] * w
+    return smoothed[:, i] * (1 - w) + smoothed[:, i + 1] * w
 
 
 def smooth_ece_at(conf: np.ndarray, correct: np.ndarray, sigma: float) -> float:
@@ -439,8 +447,9 @@ def smooth_ece_at(conf: np.ndarray, correct: np.ndarray, sigma: float) -> float:
     kernel reflected at 0 and 1, on relplot's grid (:func:`smooth_grid_size`).
     """
     t = smooth_eval_points(sigma)
-    density = _smooth(conf, np.ones_like(conf), sigma, t) + SMOOTH_ECE_DENSITY_FLOOR
-    residual = _smooth(conf, conf - correct, sigma, t) / density
+    density, residual = _smooth(conf, np.stack([np.ones_like(conf), conf - correct]), sigma, t)
+    density = density + SMOOTH_ECE_DENSITY_FLOOR
+    residual = residual / density
     return float(np.sum(np.abs(residual) * density) / np.sum(density))
 
 
@@ -499,7 +508,9 @@ class Metric:
     bootstrap computes it on a resample: a :class:`MeanOfTerms`, or the name of a custom vectorised
     form in :data:`calibrepro.resampling.FORMS`; ``interval`` the bootstrap interval method that
     ``uncertainty.interval: auto`` uses for it, chosen by the coverage study
-    (``benchmarks/bench_coverage.py``, table in benchmarks/README.md).
+    (``benchmarks/bench_coverage.py``, table in benchmarks/README.md); ``bounds`` the metric's range
+    ``(low, high)`` (None: unbounded), which every bootstrap interval is intersected with
+    (:func:`calibrepro.bootstrap.interval`; docs/decisions.md, "Intervals clipped to the metric's range").
     """
 
     name: str
@@ -507,26 +518,30 @@ class Metric:
     higher_is_better: bool = False
     resampled: MeanOfTerms | str | None = None
     interval: str = "percentile"
+    bounds: tuple[float | None, float | None] = (None, None)
 
     def __call__(self, *args, **kwargs) -> float:
         return self.function(*args, **kwargs)
 
 
+#: the range of a probability, a share or a calibration error
+UNIT = (0.0, 1.0)
+
 #: the classification metrics, in the order of the thesis's tables then the extra ones
 METRICS: dict[str, Metric] = {
     metric.name: metric
     for metric in [
-        Metric("accuracy", accuracy, True, MeanOfTerms(accuracy_terms), "percentile"),
-        Metric("brier", brier, False, MeanOfTerms(brier_terms), "percentile"),
-        Metric("nll", nll, False, MeanOfTerms(nll_terms), "percentile"),
-        Metric("ece", ece, False, "equal_width_ece", "basic"),
-        Metric("mce", mce, False, "equal_width_mce", "basic"),
-        Metric("ece_l2", ece_l2, False, "equal_width_l2", "basic"),
-        Metric("ece_equal_mass", ece_equal_mass, False, "equal_mass_ece", "basic"),
-        Metric("mce_equal_mass", mce_equal_mass, False, "equal_mass_mce", "basic"),
-        Metric("classwise_ece", classwise_ece, False, "classwise", "basic"),
-        Metric("ece_l2_debiased", ece_l2_debiased, False, "debiased", "basic"),
-        Metric("smooth_ece", smooth_ece, False, "smooth", "basic"),
+        Metric("accuracy", accuracy, True, MeanOfTerms(accuracy_terms), "percentile", UNIT),
+        Metric("brier", brier, False, MeanOfTerms(brier_terms), "percentile", (0.0, 2.0)),
+        Metric("nll", nll, False, MeanOfTerms(nll_terms), "percentile", (0.0, None)),
+        Metric("ece", ece, False, "equal_width_ece", "basic", UNIT),
+        Metric("mce", mce, False, "equal_width_mce", "basic", UNIT),
+        Metric("ece_l2", ece_l2, False, "equal_width_l2", "basic", UNIT),
+        Metric("ece_equal_mass", ece_equal_mass, False, "equal_mass_ece", "basic", UNIT),
+        Metric("mce_equal_mass", mce_equal_mass, False, "equal_mass_mce", "basic", UNIT),
+        Metric("classwise_ece", classwise_ece, False, "classwise", "basic", UNIT),
+        Metric("ece_l2_debiased", ece_l2_debiased, False, "debiased", "basic", UNIT),
+        Metric("smooth_ece", smooth_ece, False, "smooth", "basic", UNIT),
     ]
 }
 

@@ -467,7 +467,8 @@ def bootstrap_step(
     the estimates are the model's rows of ``metrics.csv`` (``evaluation_csv``), so they are equal to
     them by construction. A row's best is the exact best estimate (first in method order on ties).
     ``interval``: the interval method (``uncertainty.interval``; ``auto``: each metric's own), used
-    for the metric's intervals and its paired differences alike.
+    for the metric's intervals and its paired differences alike; a metric's intervals are clipped to
+    its range (``Metric.bounds``), the differences are not.
     """
     from tqdm.auto import tqdm
 
@@ -476,7 +477,7 @@ def bootstrap_step(
     )
     from calibrepro.bootstrap import bootstrap_seed as cell_seed
     from calibrepro.bootstrap import interval as make_interval
-    from calibrepro.metrics import higher_is_better
+    from calibrepro.metrics import higher_is_better, spec
     from calibrepro.report.metrics_file import best_methods
     from calibrepro.report.uncertainty_files import write_comparisons, write_intervals
 
@@ -505,7 +506,7 @@ def bootstrap_step(
             jack = {m: jackknife[m][metric] for m in methods} if method_of == "bca" else None
             for m in methods:
                 bounds = make_interval(replicates[m][metric], values[m], level, method_of,
-                                       None if jack is None else jack[m])
+                                       None if jack is None else jack[m], spec(metric).bounds)
                 intervals.append((dataset, model, m, seed, metric, values[m], bounds.centre, bounds.low, bounds.high,
                                   method_of, float(level), resamples))
             tied_best = best_methods(values, higher_is_better(metric))
