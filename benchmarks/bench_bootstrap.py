@@ -23,7 +23,7 @@ Size study: ``--size-study DIR`` also times ``size_study_step`` on the demo's ca
 in DIR (a finished ``make demo`` / snakemake working directory), with the demo's sizes and seeds.
 
     .venv/bin/python benchmarks/bench_bootstrap.py [--resamples 1000] [--models 13,15,4] [--jobs 2] [--size-study .]
-    .venv/bin/python benchmarks/bench_bootstrap.py --appendix DIR [--jobs 2] [--cores 2]
+    .venv/bin/python benchmarks/bench_bootstrap.py --appendix DIR [--jobs 2] [--cores 2] [--no-snakemake]
 """
 
 from __future__ import annotations
@@ -147,6 +147,9 @@ def time_appendix(args) -> None:
     config = {"models": yaml.safe_load(config_path.read_text())["models"],
               **{key: thesis[key] for key in ("split", "calibrators", "metrics", "bins", "uncertainty")}}
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    from calibrepro.config import load_schema, validate_config
+
+    config = validate_config(config, load_schema(ROOT / "workflow" / "schemas" / "config.schema.yaml"))
     layout, settings = P.LAYOUT, config["uncertainty"]
     print(f"thesis appendix bootstrap: 32 models, {len(config['calibrators'])} calibrators, "
           f"{len(config['metrics'])} metrics ({', '.join(config['metrics'])}), B = {settings['bootstrap']}; "
@@ -161,12 +164,14 @@ def time_appendix(args) -> None:
             path.unlink(missing_ok=True)
 
     clear()
-    load = os.getloadavg()[0]
-    wall, busy = P.snakemake(workdir, config_path, args.cores, [], layout.intervals, layout.comparisons)
-    print(f"  (a) snakemake --cores {args.cores} {layout.intervals} {layout.comparisons}: {wall:.1f} s wall "
-          f"(machine busy {busy:.1f} CPU s meanwhile; load average {load:.1f} before)", flush=True)
-    first = [path.read_bytes() for path in outputs]
-    clear()
+    first = None
+    if not args.no_snakemake:
+        load = os.getloadavg()[0]
+        wall, busy = P.snakemake(workdir, config_path, args.cores, [], layout.intervals, layout.comparisons)
+        print(f"  (a) snakemake --cores {args.cores} {layout.intervals} {layout.comparisons}: {wall:.1f} s wall "
+              f"(machine busy {busy:.1f} CPU s meanwhile; load average {load:.1f} before)", flush=True)
+        first = [path.read_bytes() for path in outputs]
+        clear()
     seed = config["split"]["seeds"][0]
     k_of = {"cifar10": 10, "cifar100": 100, "imagenet": 1000}
     steps = []
@@ -182,7 +187,7 @@ def time_appendix(args) -> None:
                 calibrators={m: workdir / layout.calibrator(dataset, model, m, seed) for m in config["calibrators"]},
                 metrics=config["metrics"], bins=config["bins"], dataset=dataset, model=model, seed=seed,
                 resamples=settings["bootstrap"], level=settings["level"], bootstrap_seed=settings["seed"],
-                interval=settings.get("interval", "auto"),
+                interval=settings["interval"],
             ))
     steps.sort(key=lambda step: -step["k"])  # the largest first, as the workflow's priorities do
     start = time.perf_counter()
@@ -197,9 +202,10 @@ def time_appendix(args) -> None:
     total_cpu = sum(c for _, _, c in results)
     print(f"  (b) TOTAL 32 bootstrap_step calls in {args.jobs} process(es): {wall:.1f} s wall, {total_cpu:.1f} s CPU "
           f"(on {args.jobs} idle cores: about max(CPU / {args.jobs}, largest model) wall)")
-    P.snakemake(workdir, config_path, args.cores, [], layout.intervals, layout.comparisons)
-    same = [path.read_bytes() for path in outputs] == first
-    print(f"  intervals.csv and comparisons.csv of (b) byte-identical to (a)'s: {'yes' if same else 'NO'}")
+    if first is not None:
+        P.snakemake(workdir, config_path, args.cores, [], layout.intervals, layout.comparisons)
+        same = [path.read_bytes() for path in outputs] == first
+        print(f"  intervals.csv and comparisons.csv of (b) byte-identical to (a)'s: {'yes' if same else 'NO'}")
 
 
 def time_size_study(workdir: Path) -> None:
@@ -232,6 +238,7 @@ def main() -> None:
     parser.add_argument("--size-study", type=Path, help="a finished demo working directory")
     parser.add_argument("--appendix", type=Path, help="time the thesis appendix's bootstrap jobs (working directory)")
     parser.add_argument("--cores", type=int, default=2, help="snakemake --cores of --appendix (default 2)")
+    parser.add_argument("--no-snakemake", action="store_true", help="--appendix: only (b), the steps in-process")
     args = parser.parse_args()
     if args.appendix is not None:
         time_appendix(args)
