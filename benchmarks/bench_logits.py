@@ -120,6 +120,57 @@ def imagenet_like(args, device: torch.device) -> None:
           f"ratio {cached / bare:.1f}x; same logits: {np.array_equal(logits, reference)}")
 
 
+def folder_step(args, device: torch.device) -> None:
+    """The logits step of a network on an image folder (``source: imagefolder``) against a bare pass.
+
+    ``--folder N`` synthetic 500x375 JPEGs in 10 class folders and a checkpoint of ``mobilenetv2_120d``
+    (random weights, 10 outputs; its timm data config: bicubic resize to 256, centre crop 224): the
+    whole :meth:`CheckpointSource.cache_logits` (scan the folder, build and load the network, decode
+    and preprocess in DataLoader workers, predict, write the archive) against the network on the
+    preprocessed, on-device tensor. Both must give the same logits.
+    """
+    import timm
+    from PIL import Image
+
+    from calibrepro import evaluation_sets
+    from calibrepro.datasets import ImageFiles
+    from calibrepro.zoo.checkpoint import CheckpointSource
+    from calibrepro.zoo.timm_hub import data_config, transform_of
+
+    work = Path(tempfile.mkdtemp(prefix="calibrepro-bench-folder-"))
+    rng = np.random.default_rng(0)
+    smooth = rng.integers(0, 256, size=(47, 63, 3), dtype=np.uint8)  # upsampled noise: JPEG-like content
+    for i in range(args.folder):
+        (work / "images" / f"c{i % 10}").mkdir(parents=True, exist_ok=True)
+        image = Image.fromarray(np.roll(smooth, i, axis=1)).resize((500, 375), Image.BILINEAR)
+        image.save(work / "images" / f"c{i % 10}" / f"{i:05d}.jpg", quality=90)
+    torch.manual_seed(0)
+    model = timm.create_model("mobilenetv2_120d", num_classes=10).eval()
+    torch.save(model.state_dict(), work / "weights.pth")
+    config = {"datasets": {"folder": {"source": "imagefolder", "root": str(work / "images")}},
+              "downloads": {"dir": str(work / "downloads")},
+              "inference": {"device": str(device), "batch_size": args.batch_size, "workers": args.workers}}
+    spec = {"source": "checkpoint", "architecture": "mobilenetv2_120d", "path": str(work / "weights.pth")}
+    request = LogitsRequest("folder", "m", spec, config, {})
+    data = evaluation_sets.load("folder", config, {})
+    transform = transform_of(data_config(timm.data.resolve_data_config({}, model=model)))
+    files = ImageFiles(data.paths, data.labels, transform)
+    inputs = torch.stack([files[i][0] for i in range(len(files))]).to(device)
+    model = model.to(device)
+    bare_forward(model, inputs, args.batch_size, device)
+    bare, reference = best_of(args.repeat, lambda: bare_forward(model, inputs, args.batch_size, device))
+
+    def step():
+        start = time.perf_counter()
+        CheckpointSource().cache_logits(request, work / "m.npz")
+        return time.perf_counter() - start, load_logits(work / "m.npz").logits
+
+    cached, logits = best_of(args.repeat, step)
+    print(f"image folder: {args.folder} JPEGs 500x375 in 10 classes -> 224, mobilenetv2_120d checkpoint (random "
+          f"weights): bare forward {bare:.3f} s, the logits step {cached:.3f} s, ratio {cached / bare:.2f}x; "
+          f"same logits: {np.array_equal(logits, reference)}")
+
+
 def best_of(repeat: int, run) -> tuple[float, object]:
     results = [run() for _ in range(repeat)]
     best = min(range(repeat), key=lambda i: results[i][0])
@@ -128,10 +179,10 @@ def best_of(repeat: int, run) -> tuple[float, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--weights", type=Path, required=True, help="folder with akamaster's resnet*-<hash>.th files")
+    parser.add_argument("--weights", type=Path, help="folder with akamaster's resnet*-<hash>.th files (for --models)")
     parser.add_argument("--images", type=Path, help="(M, 32, 32, 3) uint8 .npy; random pixels when omitted")
     parser.add_argument("--labels", type=Path, help="(>= M,) int .npy of the images' labels")
-    parser.add_argument("--models", nargs="+", default=["resnet20", "resnet56"])
+    parser.add_argument("--models", nargs="*", default=["resnet20", "resnet56"], help="none: skip the CIFAR timings")
     parser.add_argument("--n", type=int, default=10_000)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--batch-size", type=int, default=256)
@@ -140,7 +191,11 @@ def main() -> None:
     parser.add_argument("--no-cli", action="store_true", help="skip the `calibrepro logits` process timings")
     parser.add_argument("--imagenet-like", type=int, default=0, metavar="N",
                         help="also time the ImageNet path on N synthetic JPEGs (see imagenet_like)")
+    parser.add_argument("--folder", type=int, default=0, metavar="N",
+                        help="also time the logits step on an image folder of N synthetic JPEGs (see folder_step)")
     args = parser.parse_args()
+    if args.models and args.weights is None:
+        parser.error("--weights is needed for the CIFAR timings of --models (or give --models with no names)")
 
     device = select_device(args.device)
     if args.images:
@@ -210,6 +265,8 @@ def main() -> None:
             print(f"start-up of a fresh process, {label}: {seconds:.2f} s")
     if args.imagenet_like:
         imagenet_like(args, device)
+    if args.folder:
+        folder_step(args, device)
 
 
 if __name__ == "__main__":

@@ -83,6 +83,25 @@ def _mc_seed(mc_dropout: int | None, seed: int, device: torch.device):
     return seeded(seed, device) if mc_dropout else nullcontext()
 
 
+@contextmanager
+def _running(model: torch.nn.Module, device: torch.device, amp: bool, mc_dropout: int | None, seed: int):
+    """``model`` on ``device`` in eval mode (its dropout layers on for MC-Dropout, with seeded masks), without
+    autograd, in full float32 unless ``amp``; yields the autocast context of each forward pass."""
+    from calibrepro.training.trainer import set_dropout
+
+    model.to(device).eval()
+    if mc_dropout:
+        set_dropout(model, True)
+    use_amp = bool(amp) and device.type == "cuda"
+    autocast = torch.autocast(device_type="cuda", dtype=torch.float16) if use_amp else nullcontext()
+    try:
+        with _full_precision(device, use_amp), torch.inference_mode(), _mc_seed(mc_dropout, seed, device):
+            yield autocast
+    finally:
+        if mc_dropout:
+            set_dropout(model, False)
+
+
 def _forward(model: torch.nn.Module, inputs: torch.Tensor, autocast, mc_dropout: int | None) -> torch.Tensor:
     """float32 logits of one batch: the network's, or with ``mc_dropout = T`` the float64
     ``log(1/T sum_t softmax(z_t))`` over T passes (MC-Dropout, Gal & Ghahramani 2016), cast to float32."""
@@ -121,8 +140,6 @@ def predict(
     """
     from tqdm.auto import tqdm
 
-    from calibrepro.training.trainer import set_dropout
-
     device = torch.device(device)
     loader = torch.utils.data.DataLoader(
         dataset,
@@ -133,14 +150,9 @@ def predict(
         persistent_workers=False,
         generator=torch.Generator(),  # its iterator's seed draw would else shift MC-Dropout's masks off batched's
     )
-    model = model.to(device).eval()
-    if mc_dropout:
-        set_dropout(model, True)
-    use_amp = bool(amp) and device.type == "cuda"
-    autocast = torch.autocast(device_type="cuda", dtype=torch.float16) if use_amp else nullcontext()
     outputs = []
     try:
-        with _full_precision(device, use_amp), torch.inference_mode(), _mc_seed(mc_dropout, seed, device):
+        with _running(model, device, amp, mc_dropout, seed) as autocast:
             for inputs, _ in tqdm(loader, desc=desc, unit="batch", disable=not progress, file=sys.stderr):
                 outputs.append(_forward(model, inputs.to(device, non_blocking=True), autocast, mc_dropout).cpu())
     except ValueError as error:
@@ -150,9 +162,6 @@ def predict(
         if len(lines) > 1 and lines[0].startswith("Caught "):
             raise type(error)(lines[-1].split(": ", 1)[-1]) from None
         raise
-    finally:
-        if mc_dropout:
-            set_dropout(model, False)
     if not outputs:
         raise ValueError("the dataset is empty: no logits to compute")
     return torch.cat(outputs).numpy().astype(np.float32, copy=False)
@@ -181,8 +190,6 @@ def predict_array(
     """
     from tqdm.auto import tqdm
 
-    from calibrepro.training.trainer import set_dropout
-
     if images.ndim != 4 or images.dtype != np.uint8:
         raise ValueError(f"predict_array needs (N, H, W, C) uint8 images, got {images.shape} {images.dtype}")
     if not len(images):
@@ -194,22 +201,13 @@ def predict_array(
     shape = (1, -1, 1, 1)
     mean_t = torch.as_tensor(mean, dtype=torch.float32, device=device).view(shape)
     std_t = torch.as_tensor(std, dtype=torch.float32, device=device).view(shape)
-    model = model.to(device).eval()
-    if mc_dropout:
-        set_dropout(model, True)
-    use_amp = bool(amp) and device.type == "cuda"
-    autocast = torch.autocast(device_type="cuda", dtype=torch.float16) if use_amp else nullcontext()
     outputs = []
     batches = range(0, len(pixels), batch_size)
-    try:
-        with _full_precision(device, use_amp), torch.inference_mode(), _mc_seed(mc_dropout, seed, device):
-            for start in tqdm(batches, desc=desc, unit="batch", disable=not progress, file=sys.stderr):
-                batch = pixels[start : start + batch_size].to(device).permute(0, 3, 1, 2).contiguous()
-                inputs = batch.to(torch.float32).div(255).sub(mean_t).div(std_t)
-                outputs.append(_forward(model, inputs, autocast, mc_dropout))
-    finally:
-        if mc_dropout:
-            set_dropout(model, False)
+    with _running(model, device, amp, mc_dropout, seed) as autocast:
+        for start in tqdm(batches, desc=desc, unit="batch", disable=not progress, file=sys.stderr):
+            batch = pixels[start : start + batch_size].to(device).permute(0, 3, 1, 2).contiguous()
+            inputs = batch.to(torch.float32).div(255).sub(mean_t).div(std_t)
+            outputs.append(_forward(model, inputs, autocast, mc_dropout))
     return torch.cat(outputs).cpu().numpy().astype(np.float32, copy=False)
 
 

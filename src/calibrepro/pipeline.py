@@ -299,74 +299,53 @@ def evaluate_step(
     dataset: str,
     model: str,
     seed: int,
+    calibrated_on=None,
     log=None,
 ) -> None:
     """Compute every metric of every calibrator (method -> JSON path) on the test half.
 
+    With ``calibrated_on`` (the logits of another data set, whose calibration half fitted the
+    calibrators; ``split_path`` is then None): on every sample of the shifted set ``dataset``, the
+    test under distribution shift of Ovadia et al. (2019, "Can you trust your model's uncertainty?").
     Writes the model's rows of ``metrics.csv`` (``metrics_output``) and the reliability-diagram bins
     of every method (``reliability_output``).
     """
     with step_log(log) as logger:
-        [(logits, labels)] = _halves(logits_path, split_path, "test")
-        _evaluate(logits, labels, calibrators, metrics_output, reliability_output, logger, metrics=metrics, bins=bins,
-                  dataset=dataset, model=model, seed=seed)
+        from calibrepro.reliability import reliability_bins, write_reliability  # scipy.stats: only where used
+
+        if calibrated_on is None:
+            [(logits, labels)] = _halves(logits_path, split_path, "test")
+        else:
+            logits, labels = _shifted(logits_path, calibrated_on)
+        fitted = {method: load_calibrator(path, method) for method, path in calibrators.items()}
+        rows, reliability = [], {}
+        for method, calibrator in fitted.items():
+            start = time.perf_counter()
+            probabilities = calibrator.predict_proba(logits)
+            values = compute_metrics(probabilities, labels, metrics, bins=bins)
+            rows += [(dataset, model, method, seed, metric, values[metric]) for metric in metrics]
+            if getattr(calibrator, "diagnostics_", {}).get("converged") is False:  # marked in the tables
+                rows.append((dataset, model, method, seed, NOT_CONVERGED, 1.0))
+                logger.warning("%s: its fit did NOT converge (see its JSON); the tables mark its cells", method)
+            reliability[method] = reliability_bins(probabilities, labels, bins=bins)
+            summary = ", ".join(f"{metric} {values[metric]:.6g}" for metric in metrics)
+            logger.info("%s: %s (%.2f s)", method, summary, time.perf_counter() - start)
+        write_text(metrics_output, format_metrics(rows))
+        write_reliability(reliability_output, dataset=dataset, model=model, seed=seed, bins=bins, methods=reliability)
+        logger.info("%d test samples; wrote %s and %s", len(labels), metrics_output, reliability_output)
 
 
-@offload
-def shift_evaluate_step(
-    logits_path,
-    calibrated_on_logits,
-    metrics_output,
-    reliability_output,
-    *,
-    calibrators: Mapping[str, str | Path],
-    metrics: Sequence[str],
-    bins: int,
-    dataset: str,
-    model: str,
-    seed: int,
-    log=None,
-) -> None:
-    """Every metric of the calibrators fitted on another data set's calibration half, on all of ``dataset``.
-
-    The test under distribution shift of Ovadia et al. (2019, "Can you trust your model's
-    uncertainty?"): the calibrators of ``calibrated_on_logits``' data set, unchanged, on every
-    sample of the shifted set. Both logits must have the same classes (count, and names where both
-    archives record them: a pinned network's own logits do not).
-    """
-    with step_log(log) as logger:
-        shifted, reference = load_logits(logits_path), load_logits(calibrated_on_logits, rows=np.arange(1))
-        names = [archive.metadata.get("classes") for archive in (shifted, reference)]
-        if shifted.logits.shape[1] != reference.logits.shape[1] or (None not in names and names[0] != names[1]):
-            raise SplitMismatchError(
-                f"{logits_path}: its classes differ from those of {calibrated_on_logits}; a shifted data set must "
-                "have the classes of the set it is calibrated on (datasets.<key>.classes, in the same order)"
-            )
-        _evaluate(shifted.logits, shifted.labels, calibrators, metrics_output, reliability_output, logger,
-                  metrics=metrics, bins=bins, dataset=dataset, model=model, seed=seed)
-
-
-def _evaluate(logits, labels, calibrators, metrics_output, reliability_output, logger, *, metrics, bins, dataset,
-              model, seed) -> None:
-    """Apply each fitted calibrator (method -> JSON path), write the metric rows and reliability bins."""
-    from calibrepro.reliability import reliability_bins, write_reliability  # scipy.stats: only where used
-
-    fitted = {method: load_calibrator(path, method) for method, path in calibrators.items()}
-    rows, reliability = [], {}
-    for method, calibrator in fitted.items():
-        start = time.perf_counter()
-        probabilities = calibrator.predict_proba(logits)
-        values = compute_metrics(probabilities, labels, metrics, bins=bins)
-        rows += [(dataset, model, method, seed, metric, values[metric]) for metric in metrics]
-        if getattr(calibrator, "diagnostics_", {}).get("converged") is False:  # marked in the tables
-            rows.append((dataset, model, method, seed, NOT_CONVERGED, 1.0))
-            logger.warning("%s: its fit did NOT converge (see its JSON); the tables mark its cells", method)
-        reliability[method] = reliability_bins(probabilities, labels, bins=bins)
-        summary = ", ".join(f"{metric} {values[metric]:.6g}" for metric in metrics)
-        logger.info("%s: %s (%.2f s)", method, summary, time.perf_counter() - start)
-    write_text(metrics_output, format_metrics(rows))
-    write_reliability(reliability_output, dataset=dataset, model=model, seed=seed, bins=bins, methods=reliability)
-    logger.info("%d test samples; wrote %s and %s", len(labels), metrics_output, reliability_output)
+def _shifted(logits_path, calibrated_on) -> tuple[np.ndarray, np.ndarray]:
+    """``(logits, labels)`` of every sample of a shifted set, whose classes must be those of ``calibrated_on``'s
+    (count, and names where both archives record them: a pinned network's own logits do not)."""
+    shifted, reference = load_logits(logits_path), load_logits(calibrated_on, rows=np.arange(1))
+    names = [archive.metadata.get("classes") for archive in (shifted, reference)]
+    if shifted.logits.shape[1] != reference.logits.shape[1] or (None not in names and names[0] != names[1]):
+        raise SplitMismatchError(
+            f"{logits_path}: its classes differ from those of {calibrated_on}; a shifted data set must "
+            "have the classes of the set it is calibrated on (datasets.<key>.classes, in the same order)"
+        )
+    return shifted.logits, shifted.labels
 
 
 def gather_metrics_step(inputs: Sequence[str | Path], output, *, log=None) -> None:

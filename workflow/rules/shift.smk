@@ -26,6 +26,12 @@ rule evaluate_shift:
         model=lambda wildcards: wildcards.model,
         seed=lambda wildcards: int(wildcards.seed),
     run:
-        pipeline.shift_evaluate_step(
-            input.logits, input.calibrated_on, output.metrics, output.reliability, log=log[0], **params
+        pipeline.evaluate_step(
+            input.logits,
+            None,
+            output.metrics,
+            output.reliability,
+            calibrated_on=input.calibrated_on,
+            log=log[0],
+            **params,
         )

@@ -17,8 +17,8 @@ from pathlib import Path
 from calibrepro.download import Download, sha256_of
 from calibrepro.zoo import LogitsRequest
 from calibrepro.zoo._pretrained import ModelSourceError
-from calibrepro.zoo.network import Network, NetworkSource, closest, describe_weights, weights_file
-from calibrepro.zoo.timm_hub import data_config, load_strict, read_state_dict, transform_of, url_download
+from calibrepro.zoo.network import Network, NetworkSource, built_with, closest, describe_weights, weights_file
+from calibrepro.zoo.timm_hub import data_config, transform_of, url_download
 
 IMAGENET_MEAN, IMAGENET_STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 #: the preprocessing of torchvision's ImageNet weights (resize 256, centre crop 224, bilinear)
@@ -78,15 +78,7 @@ class CheckpointSource(NetworkSource):
             if not path.is_file():
                 raise ModelSourceError(f"{where}.path: {path} does not exist")
             provenance = {"path": str(spec["path"]), "sha256": sha256_of(path)}
-        if library == "timm":
-            import timm
-
-            module = timm.create_model(architecture, pretrained=False, num_classes=num_classes)
-        else:
-            import torchvision
-
-            module = torchvision.models.get_model(architecture, weights=None, num_classes=num_classes)
-        load_strict(module, read_state_dict(path), where, architecture)
+        module = built_with(library, architecture, path, where, num_classes=num_classes)
         given = dict(spec.get("preprocessing") or {})
         if given and "input_size" not in given:  # the images' own size: ToTensor + Normalize
             from calibrepro.zoo._pretrained import cifar_transform

@@ -2,9 +2,11 @@
 
 A :class:`NetworkSource` yields a :class:`Network` (module, preprocessing, label set, weights'
 provenance) and knows nothing of the data; :mod:`calibrepro.evaluation_sets` yields the samples and
-knows nothing of the network; :meth:`NetworkSource.cache_logits` is the one logits step joining
-them: it maps the set's classes to the network's outputs (:func:`evaluation_sets.output_columns`),
-runs the network and keeps one column per class.
+knows nothing of the network; :func:`write_logits` is the one logits step joining them (for these
+sources and for a pinned network on a shifted set): it maps the set's classes to the network's
+outputs (:func:`evaluation_sets.output_columns`), runs the network and keeps one column per class.
+Every source here builds its network without weights and loads the file strictly
+(:func:`built_with`: safetensors, or ``torch.load(weights_only=True)``).
 
 Weights that no pin covers (a timm tag's hub file, a checkpoint URL without ``sha256``) are
 downloaded as ``unpinned`` and their sha256 recorded on first use and checked on every later use
@@ -167,6 +169,55 @@ def mc_dropout_variant(request: LogitsRequest, module, batch_size: int) -> dict:
             f"{where}.mc_dropout: this network has no dropout layers with a positive rate; remove mc_dropout"
         )
     return {"mc_dropout": int(passes), "mc_seed": int(request.spec.get("mc_seed", 0)), "batch_size": int(batch_size)}
+
+
+def read_state_dict(path: Path) -> dict:
+    """A state dict from ``.safetensors`` (no code can run) or a PyTorch file (``weights_only=True``)."""
+    from calibrepro.inference import load_weights, strip_prefix
+
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        try:
+            return load_file(str(path))
+        except Exception as error:  # noqa: BLE001 - any parse failure of a foreign file: say which file
+            raise ModelSourceError(f"{path}: not a readable safetensors file ({error})") from None
+    state = load_weights(path)
+    for key in ("state_dict", "model", "model_state_dict"):
+        if isinstance(state, dict) and isinstance(state.get(key), dict):
+            state = state[key]
+    return strip_prefix(state)
+
+
+def load_strict(module, state: dict, where: str, architecture: str):
+    """Load ``state`` into ``module``; a checkpoint of another architecture fails naming the keys."""
+    own = module.state_dict()
+    missing = [key for key in own if key not in state]
+    unexpected = [key for key in state if key not in own]
+    shapes = [key for key in own if key in state and tuple(state[key].shape) != tuple(own[key].shape)]
+    if missing or unexpected or shapes:
+        raise ModelSourceError(
+            f"{where}: the weights do not fit {architecture}: {len(missing)} missing keys "
+            f"({', '.join(missing[:4])}), {len(unexpected)} unexpected keys ({', '.join(unexpected[:4])}), "
+            f"{len(shapes)} of another shape ({', '.join(shapes[:4])}); is it a checkpoint of another architecture "
+            "or class count?"
+        )
+    module.load_state_dict(state, strict=True)
+    return module.eval()
+
+
+def built_with(library: str, architecture: str, path: Path, where: str, **kwargs):
+    """``architecture`` of ``library`` (``timm`` or ``torchvision``) built without weights (``kwargs`` to its
+    builder), with the state dict of the file ``path`` loaded strictly; in eval mode."""
+    if library == "timm":
+        import timm
+
+        module = timm.create_model(architecture, pretrained=False, **kwargs)
+    else:
+        import torchvision
+
+        module = torchvision.models.get_model(architecture, weights=None, **kwargs)
+    return load_strict(module, read_state_dict(path), where, architecture)
 
 
 def describe_weights(download: Download, path: Path) -> dict:

@@ -5,8 +5,8 @@ first use: :mod:`calibrepro.zoo.recorded`), not by timm: a tag's hub file is
 ``<hub>/<hf_hub_id>/resolve/main/model.safetensors`` (or the tag's ``url``), where ``<hub>`` is
 ``$HF_ENDPOINT`` when set, else https://huggingface.co (as huggingface_hub reads it). An
 ``hf-hub:`` id also needs its ``config.json`` (architecture, classes, data config), fetched the same
-way. The network is built by timm without weights and the state dict loaded strictly (safetensors,
-or ``torch.load(weights_only=True)``); the preprocessing is timm's ``resolve_data_config`` of the tag
+way. The network is built by timm without weights and the state dict loaded strictly
+(:func:`calibrepro.zoo.network.built_with`: safetensors, or ``torch.load(weights_only=True)``); the preprocessing is timm's ``resolve_data_config`` of the tag
 and ``create_transform(is_training=False)``.
 """
 
@@ -15,12 +15,11 @@ from __future__ import annotations
 import json
 import os
 import re
-from pathlib import Path
 
 from calibrepro.download import Download
 from calibrepro.zoo import LogitsRequest
 from calibrepro.zoo._pretrained import ModelSourceError
-from calibrepro.zoo.network import Network, closest, describe_weights, weights_file
+from calibrepro.zoo.network import Network, built_with, closest, describe_weights, weights_file
 
 HUB = "https://huggingface.co"
 _PREFIX = re.compile(r"-([0-9a-f]{8,64})\.[A-Za-z]+$")
@@ -79,41 +78,6 @@ def weights_downloads(name: str, spec: dict, where: str) -> list[Download]:
     raise ModelSourceError(f"{where}: timm's {name} has neither a hub id nor a URL for its weights")
 
 
-def read_state_dict(path: Path) -> dict:
-    """A state dict from ``.safetensors`` (no code can run) or a PyTorch file (``weights_only=True``)."""
-    from calibrepro.inference import load_weights, strip_prefix
-
-    if path.suffix == ".safetensors":
-        from safetensors.torch import load_file
-
-        try:
-            return load_file(str(path))
-        except Exception as error:  # noqa: BLE001 - any parse failure of a foreign file: say which file
-            raise ModelSourceError(f"{path}: not a readable safetensors file ({error})") from None
-    state = load_weights(path)
-    for key in ("state_dict", "model", "model_state_dict"):
-        if isinstance(state, dict) and isinstance(state.get(key), dict):
-            state = state[key]
-    return strip_prefix(state)
-
-
-def load_strict(module, state: dict, where: str, architecture: str):
-    """Load ``state`` into ``module``; a checkpoint of another architecture fails naming the keys."""
-    own = module.state_dict()
-    missing = [key for key in own if key not in state]
-    unexpected = [key for key in state if key not in own]
-    shapes = [key for key in own if key in state and tuple(state[key].shape) != tuple(own[key].shape)]
-    if missing or unexpected or shapes:
-        raise ModelSourceError(
-            f"{where}: the weights do not fit {architecture}: {len(missing)} missing keys "
-            f"({', '.join(missing[:4])}), {len(unexpected)} unexpected keys ({', '.join(unexpected[:4])}), "
-            f"{len(shapes)} of another shape ({', '.join(shapes[:4])}); is it a checkpoint of another architecture "
-            "or class count?"
-        )
-    module.load_state_dict(state, strict=True)
-    return module.eval()
-
-
 def data_config(cfg: dict) -> dict:
     """timm's eval data config of a pretrained_cfg, as plain lists."""
     from timm.data import resolve_data_config
@@ -163,8 +127,7 @@ def network(name: str, request: LogitsRequest, spec: dict) -> Network:
         architecture, num_classes = cfg["architecture"], int(cfg.get("num_classes") or 1000)
     if architecture not in timm.list_models():
         raise ModelSourceError(f"{where}: timm {timm.__version__} has no architecture {architecture!r}")
-    module = timm.create_model(architecture, pretrained=False, num_classes=num_classes)
-    load_strict(module, read_state_dict(paths[-1]), where, architecture)
+    module = built_with("timm", architecture, paths[-1], where, num_classes=num_classes)
     config = data_config(cfg)
     return Network(
         module=module,

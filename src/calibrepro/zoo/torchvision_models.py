@@ -14,8 +14,8 @@ from __future__ import annotations
 from calibrepro.download import Download
 from calibrepro.zoo import LogitsRequest
 from calibrepro.zoo._pretrained import ModelSourceError
-from calibrepro.zoo.network import Network, NetworkSource, closest, describe_weights, weights_file
-from calibrepro.zoo.timm_hub import load_strict, read_state_dict, url_download
+from calibrepro.zoo.network import Network, NetworkSource, built_with, closest, describe_weights, weights_file
+from calibrepro.zoo.timm_hub import url_download
 
 
 def split_name(name: str) -> tuple[str, str]:
@@ -74,16 +74,13 @@ class TorchvisionSource(NetworkSource):
         weights_enum(spec.get("name") or model, f"models.{dataset}.{model}")
 
     def network(self, request: LogitsRequest, data) -> Network:
-        import torchvision
-
         name = request.spec.get("name") or request.model
         where = f"models.{request.dataset}.{request.model}"
         weights = weights_enum(name, where)
         builder, _ = split_name(name)
         download = weights_download(name, request.spec, where)
         path = weights_file(request, download)
-        module = torchvision.models.get_model(builder, weights=None, **build_kwargs(builder, weights))
-        load_strict(module, read_state_dict(path), where, builder)
+        module = built_with("torchvision", builder, path, where, **build_kwargs(builder, weights))
         transform = weights.transforms()
         return Network(
             module=module,
