@@ -79,6 +79,11 @@ def test_input_is_not_modified():
             "declared as a folder of images; did you mean 'imagenet'? a data set of your own needs source: imagefolder",
         ),
         (minimal(datasets={"shapes": {"source": "folder", "root": "x"}}), "datasets.shapes: not a built-in data set"),
+        (
+            {"models": {"cifar100": {"m": {"source": "chenyaofo", "name": "resnet20"}}},
+             "datasets": {"cifar10_1": {"calibrate_on": "cifar100"}}},
+            "datasets.cifar10_1.calibrate_on: CIFAR-10.1 has CIFAR-10's ten classes; it can only be calibrated on cifar10",
+        ),
     ],
 )
 def test_errors_name_the_key(config, expected):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from calibrepro.config import ConfigError, load_schema, validate_config
+from calibrepro.config import ConfigError, load_schema, shift_sets, validate_config
 from calibrepro.io import load_logits
 from servers import REPO_ROOT
 from test_zoo_network import write_folder
@@ -29,6 +29,9 @@ def test_shift_config_is_checked():
     assert validate_config(base, schema)["datasets"]["night"]["calibrate_on"] == "shapes"
     with pytest.raises(ConfigError, match="datasets.night.calibrate_on: 'shape' has no models"):
         validate_config({**base, "datasets": {**base["datasets"], "night": {**base["datasets"]["night"], "calibrate_on": "shape"}}}, schema)
+    pinned = {"models": {"cifar10": {"r20": {"source": "akamaster", "name": "resnet20"}}},
+              "datasets": {"cifar10_1": {"calibrate_on": "cifar10"}}}  # the thesis's pinned CIFAR sources shift too
+    assert shift_sets(validate_config(pinned, schema)) == {"cifar10_1": "cifar10"}
     logits_models = {"shapes": {"m": {"source": "logits", "path": "m.npz"}}}
     with pytest.raises(ConfigError, match=r"models.shapes.m \(source logits\) cannot run on another data set"):
         validate_config({**base, "models": logits_models}, schema)

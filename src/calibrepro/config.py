@@ -269,6 +269,8 @@ def _check_shifts(config: dict) -> None:
             raise ConfigError(f"{key}: {base!r} has no models (configured: {', '.join(config['models'])})")
         if base in shift_sets(config):
             raise ConfigError(f"{key}: {base} is itself a shifted set; name the set its calibrators are fitted on")
+        if shifted == "cifar10_1" and base != "cifar10":
+            raise ConfigError(f"{key}: CIFAR-10.1 has CIFAR-10's ten classes; it can only be calibrated on cifar10")
         for model, spec in config["models"][base].items():
             if spec["source"] not in SHIFTABLE_SOURCES:
                 raise ConfigError(
