@@ -42,6 +42,13 @@ def test_bad_regression_config_names_the_key(regression, message):
     assert message in str(error.value)
 
 
+def test_bca_intervals_are_refused_with_a_regression_part():
+    with pytest.raises(ConfigError, match="uncertainty.interval: bca has no jackknife for the regression"):
+        validate_config({"regression": {"c": {"source": "diabetes"}}, "uncertainty": {"interval": "bca"}}, SCHEMA)
+    config = validate_config({"regression": {"c": {"source": "diabetes"}}, "uncertainty": {"interval": "basic"}}, SCHEMA)
+    assert config["uncertainty"]["interval"] == "basic"
+
+
 def test_classification_config_is_unchanged():
     config = validate_config({"models": {"d": {"m": {"source": "logits", "path": "m.npz"}}}}, SCHEMA)
     assert config["regression"] == {}

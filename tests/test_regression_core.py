@@ -396,3 +396,35 @@ def test_calibration_metrics_match_the_toolbox():
     )
     # exact step-curve area vs the toolbox's trapezoids on 100 levels
     assert M.miscalibration_area(u) == pytest.approx(uct.miscalibration_area(mu, sd, y), abs=5e-3)
+
+
+def test_regression_metrics_have_their_own_namespace_in_the_metric_registry():
+    """``nll`` is both a classification and a regression metric: each task finds its own spec."""
+    from calibrepro import metrics as classification
+    from calibrepro.bootstrap import interval_method
+
+    assert classification.spec("nll", "regression") is M.REGRESSION_METRICS["nll"]
+    assert classification.spec("nll") is classification.METRICS["nll"]
+    assert classification.spec("msce") is None and classification.spec("ece", "regression") is None
+    assert interval_method("msce", "auto", "regression") == "basic" and interval_method("rmse", "auto", "regression") == (
+        "percentile")
+    with pytest.raises(ValueError, match="already registered for regression"):
+        classification.register(M.RegressionMetric("nll", M.nll), "regression")
+
+
+def test_every_metric_on_a_block_of_bootstrap_counts_equals_it_on_the_resampled_samples():
+    from calibrepro.bootstrap import resample_counts
+
+    rng = np.random.default_rng(11)
+    n = 60
+    d = StudentT(rng.normal(size=n), np.exp(0.3 * rng.normal(size=n)), rng.uniform(3, 9, size=n))
+    y = rng.normal(size=n) * 1.7
+    counts = resample_counts(n, 6, seed=2)
+    terms = M.sample_terms(d, y)
+    for name, metric in M.REGRESSION_METRICS.items():
+        block = metric.value(terms, counts)
+        assert block.shape == (6,)
+        for r in range(6):
+            rows = np.repeat(np.arange(n), counts[r])
+            direct = M.compute_regression_metrics(d.take(rows), y[rows], [name])[name]
+            assert block[r] == pytest.approx(direct, rel=1e-12, abs=1e-15), (name, r)

@@ -93,6 +93,22 @@ def test_energy_sums_to_hours_and_windows_past_to_next(tmp_path):
     assert short.x.shape == (26, 3) and short.y.shape == (26, 2)
 
 
+def test_the_unpinned_energy_file_s_sha256_is_recorded_on_first_use(tmp_path):
+    """UCI publishes no checksum of energydata_complete.csv: the data step's log gives the sha256 it read."""
+    import hashlib
+
+    from calibrepro import pipeline
+
+    _energy_csv(tmp_path / "energydata_complete.csv", 30)
+    pipeline.regression_data_step("energy", {"source": "energy", "past": 10, "horizon": 10},
+                                  {"energydata_complete.csv": str(tmp_path / "energydata_complete.csv")},
+                                  tmp_path / "energy.npz", log=tmp_path / "data.log")
+    digest = hashlib.sha256((tmp_path / "energydata_complete.csv").read_bytes()).hexdigest()
+    log = (tmp_path / "data.log").read_text()
+    assert f"energydata_complete.csv: sha256 {digest}" in log and "recorded on first use" in log
+    assert D.downloads({"source": "energy"})[0].checksum.startswith("unpinned:UCI publishes no checksum")
+
+
 def test_energy_bad_inputs_name_the_file_and_row(tmp_path):
     spec = {"source": "energy"}
     key = D.downloads(spec)[0].path

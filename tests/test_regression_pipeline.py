@@ -9,8 +9,12 @@ import pandas as pd
 import pytest
 
 from calibrepro import pipeline
+from calibrepro.regression.distributions import predictive_from_arrays
+from calibrepro.regression.metrics import compute_regression_metrics
 from calibrepro.regression.predictions import load_predictions
+from calibrepro.regression.recalibration import make_recalibrator
 from calibrepro.regression.splits import load_split, save_arrays
+from calibrepro.regression.uncertainty import load_replicates, resample_weights
 
 SPEC = {"test_fraction": 0.2, "calibration_fraction": 0.25, "seed": 0}
 METHODS = ["uncalibrated", "isotonic", "isotonic_two_sided", "std_scaling"]
@@ -46,8 +50,9 @@ def test_predict_then_evaluate_writes_the_issue_s_files(cached):
         mixture_mean = (archive["param_means"] * archive["param_weights"]).sum(axis=1)
         assert np.allclose(archive["mean"], mixture_mean) and (archive["std"] > 0).all()
     assert "ensemble member 2/2: epoch 10/10" in (cached / "ensemble.log").read_text()  # progress in the log
-    pipeline.regression_evaluate_step(path, cached / "eval.csv", cached / "curves.json", methods=METHODS,
-                                      dataset="toy", model="ensemble", split=0, log=cached / "eval.log")
+    pipeline.regression_evaluate_step(path, cached / "eval.csv", cached / "curves.json", cached / "boot.npz",
+                                      methods=METHODS, dataset="toy", model="ensemble", split=0, resamples=20,
+                                      bootstrap_seed=0, log=cached / "eval.log")
     rows = pd.read_csv(cached / "eval.csv")
     assert list(rows.columns) == ["dataset", "model", "method", "split", "metric", "value"]
     assert list(rows.method.unique()) == METHODS and list(rows.metric.unique()) == METRICS
@@ -56,6 +61,20 @@ def test_predict_then_evaluate_writes_the_issue_s_files(cached):
     curves = json.loads((cached / "curves.json").read_text())
     assert curves["order"] == METHODS and len(curves["methods"]["isotonic"]["one_sided"]) == len(curves["levels"])
     assert curves["methods"]["std_scaling"]["recalibrator"]["method"] == "std_scaling"
+    cell, replicates = load_replicates(cached / "boot.npz")
+    assert cell == ("toy", "ensemble", 0) and set(replicates) == {(m, k) for m in METHODS for k in METRICS}
+    # each replicate is the metric of the resampled test samples (counts from the shared bootstrap code)
+    test = load_predictions(path).test
+    weights = resample_weights(test.index, 20, 0, "toy", "ensemble", 0)
+    recalibrated = make_recalibrator("isotonic").fit(
+        predictive_from_arrays("gaussian_mixture", load_predictions(path).calibration.params),
+        load_predictions(path).calibration.y).transform(predictive_from_arrays("gaussian_mixture", test.params))
+    for r in (0, 7):
+        rows_r = np.repeat(np.arange(test.y.size), weights[r].astype(int))
+        direct = compute_regression_metrics(recalibrated.take(rows_r), test.y[rows_r], ["msce", "crps"])
+        assert replicates[("isotonic", "msce")][r] == pytest.approx(direct["msce"], rel=1e-12)
+        assert replicates[("isotonic", "crps")][r] == pytest.approx(direct["crps"], rel=1e-9)
+    assert values[("isotonic", "msce")] != replicates[("isotonic", "msce")][0]
 
 
 def test_steps_are_byte_identical_on_rerun_and_tables_follow(cached):
@@ -64,15 +83,21 @@ def test_steps_are_byte_identical_on_rerun_and_tables_follow(cached):
     assert first.read_bytes() == again.read_bytes()
     for name in ("a", "b"):
         pipeline.regression_evaluate_step(cached / f"{name}.npz", cached / f"{name}.csv", cached / f"{name}.json",
-                                          methods=METHODS, dataset="toy", model="evidential", split=0)
+                                          cached / f"{name}_boot.npz", methods=METHODS, dataset="toy",
+                                          model="evidential", split=0, resamples=50, bootstrap_seed=3)
     assert (cached / "a.csv").read_bytes() == (cached / "b.csv").read_bytes()
     assert (cached / "a.json").read_bytes() == (cached / "b.json").read_bytes()
+    assert (cached / "a_boot.npz").read_bytes() == (cached / "b_boot.npz").read_bytes()
     pipeline.regression_gather_step([cached / "a.csv"], cached / "metrics.csv")
     outputs = {"msce_one_sided": (cached / "t.md", cached / "t.tex")}
     pipeline.regression_tables_step(cached / "metrics.csv", outputs, sources={"toy": "table"}, language="en")
     assert "| Data set | Model |" in (cached / "t.md").read_text()
     pipeline.regression_figure_step([cached / "a.json"], "reliability", cached / "r.png", cached / "r.pdf",
                                     title="toy, evidential", language="ru")
+    pipeline.regression_reproduction_step(cached / "metrics.csv", [cached / "a_boot.npz"], cached / "rep.md",
+                                          sources={"toy": "uci_wine"}, language="en", level=0.9, interval="percentile")
+    report = (cached / "rep.md").read_text()
+    assert "our 90 % interval" in report and "| toy | evidential |" not in report  # no published evidential cells
     assert (cached / "r.png").stat().st_size > 0 and (cached / "r.pdf").read_bytes().startswith(b"%PDF")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 from scipy import stats
 
@@ -12,6 +13,7 @@ from calibrepro.io import tidy_csv
 from calibrepro.regression.figures import write_regression_figure
 from calibrepro.regression.report import (
     COLUMNS,
+    mean_estimates,
     number,
     read_published,
     table_names,
@@ -19,6 +21,7 @@ from calibrepro.regression.report import (
     write_regression_reproduction,
     write_regression_tables,
 )
+from calibrepro.regression.uncertainty import mean_intervals, save_replicates
 
 SOURCES = {"wine": "uci_wine", "mine": "table"}
 
@@ -58,7 +61,7 @@ def test_seed_layout_tables_show_published_values_beside_ours(tmp_path):
     assert first == {name: (md.read_bytes(), tex.read_bytes()) for name, (md, tex) in paths.items()}
 
 
-def test_reproduction_report_uses_the_t_interval_over_splits(tmp_path):
+def test_reproduction_report_without_bootstrap_uses_the_t_interval_over_splits(tmp_path):
     output = tmp_path / "reproduction.md"
     write_regression_reproduction(metrics_csv(tmp_path), output, sources=SOURCES)
     text = output.read_text()
@@ -66,10 +69,42 @@ def test_reproduction_report_uses_the_t_interval_over_splits(tmp_path):
     low, high = t_interval({0: 0.05, 1: 0.06, 2: 0.07})
     assert (low, high) == pytest.approx((0.06 - half, 0.06 + half))
     # 0.068 (seed, before) lies inside [0.0352, 0.0848]; Kuleshov's 0.096 does not
-    assert f"| wine | mc_dropout | uncalibrated | msce | seed 002 | 0.068 | 0.06000 | [{number(low)}, {number(high)}] | yes |" in text
+    assert (f"| wine | mc_dropout | uncalibrated | msce | seed 002 | 0.068 | 0.06000 | — | yes | "
+            f"[{number(low)}, {number(high)}] |") in text
     assert "| wine | mc_dropout | uncalibrated | msce | Kuleshov et al. 2018 (as quoted by the seed) | 0.096 |" in text
     # wine's 4 MSCE cells (0.028, 0.036, 0.068 inside) and 2 RMSE cells (sd 0: a point interval); none for "mine"
     assert "3 of 6 published values lie inside our interval." in text
+
+
+def test_reproduction_report_shows_the_bootstrap_interval_of_the_mean_over_splits(tmp_path):
+    """Replicate r of the mean over the splits is the mean of the splits' replicates r; its percentile interval
+    (the shared bootstrap code) decides "inside"; the t-interval stays beside it."""
+    rng = np.random.default_rng(0)
+    files, reps = [], []
+    for split, before in enumerate([0.05, 0.06, 0.07]):
+        reps.append(before + 0.001 * rng.normal(size=400))  # narrow: the seed's 0.068 is outside
+        files.append(tmp_path / f"split{split}.npz")
+        save_replicates(files[-1], ("wine", "mc_dropout", split), {("uncalibrated", "msce"): reps[-1]})
+    metrics = metrics_csv(tmp_path)
+    intervals = mean_intervals(files, mean_estimates(metrics), 0.9, "percentile")
+    assert set(intervals) == {("wine", "mc_dropout", "uncalibrated", "msce")}
+    got = intervals[("wine", "mc_dropout", "uncalibrated", "msce")]
+    assert (got.low, got.high) == pytest.approx(tuple(np.quantile(np.mean(reps, axis=0), [0.05, 0.95])))
+    output = tmp_path / "reproduction.md"
+    write_regression_reproduction(metrics, output, sources=SOURCES, intervals=intervals, level=0.9)
+    text = output.read_text()
+    low, high = t_interval({0: 0.05, 1: 0.06, 2: 0.07})
+    assert (f"| wine | mc_dropout | uncalibrated | msce | seed 002 | 0.068 | 0.06000 | [{number(got.low)}, "
+            f"{number(got.high)}] | no | [{number(low)}, {number(high)}] |") in text
+    assert "our 90 % interval" in text and "2 of 6 published values lie inside our interval." in text
+    assert mean_intervals([save_empty(tmp_path)], mean_estimates(metrics), 0.9, "auto") == {}
+
+
+def save_empty(tmp_path):
+    """A split's replicates file of a run without the bootstrap (uncertainty.enabled: false)."""
+    path = tmp_path / "none.npz"
+    save_replicates(path, ("wine", "mc_dropout", 0), {("uncalibrated", "msce"): np.empty(0)})
+    return path
 
 
 def test_published_values_are_the_seed_s():

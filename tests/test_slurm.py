@@ -220,8 +220,8 @@ def rule_of(slurm_log: str) -> str:
 @pytest.fixture(scope="module")
 def demo_config(tmp_path_factory) -> str:
     """The embedded demo's first three trained models with the thesis's six calibrators, without the
-    ensemble, the dropout models, the regression part, the full-matrix methods, the intervals and the size
-    study: the rules a thesis run sends to Slurm."""
+    ensemble, the dropout models, the regression part (its own, smaller run: :func:`regression_runs`), the
+    full-matrix methods, the intervals and the size study: the rules a thesis run sends to Slurm."""
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     for model in ("ensemble", "mlp_dropout", "mlp_mc_dropout"):
         config["models"]["digits"].pop(model)
@@ -321,6 +321,51 @@ def test_slurm_outputs_equal_the_local_run(slurm_run, local_run):
                 assert np.array_equal(ours[key], reference[key]), f"{name}: array {key!r} differs"
     for name in _relative_files(local_run, "reports/demo/figures/**/*.png"):
         assert np.array_equal(matplotlib.image.imread(workdir / name), matplotlib.image.imread(local_run / name)), name
+
+
+#: the regression part's rules that go through sbatch (the data, splits, gathering and report rules run locally)
+REGRESSION_SLURM_RULES = {"regression_predict", "regression_evaluate", "regression_figure"}
+
+
+@pytest.fixture(scope="module")
+def regression_runs(slurm_cluster, tmp_path_factory):
+    """A small regression-only run (the demo's diabetes data, one split, two small regressors, 50 bootstrap
+    resamples), locally and through Slurm: the regression rules' share of a Slurm run, kept short."""
+    regression = {"diabetes": {"source": "diabetes", "splits": 1, "models": {
+        "aleatoric": {"passes": 10, "epochs": 20, "hidden": 16}, "evidential": {"epochs": 20, "hidden": 16}}}}
+    config = str(write_config(tmp_path_factory.mktemp("config") / "reg.yaml",
+                              {"regression": regression, "uncertainty": {"bootstrap": 50}}))
+    local = tmp_path_factory.mktemp("reg_local")
+    run = run_snakemake(local, "--configfile", config, profiles=LOCAL_PROFILE)
+    assert run.returncode == 0, f"the local regression run failed:\n{run.tail()}"
+    slurm = tmp_path_factory.mktemp("reg_slurm")
+    run = run_snakemake(slurm, "--configfile", config)
+    assert run.returncode == 0, f"the regression part through Slurm failed (exit {run.returncode}):\n{run.tail()}"
+    say(f"regression part through Slurm: {run.seconds:.1f} s wall, {len(run.submissions())} jobs via sbatch")
+    return local, slurm, run
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_regression_part_through_slurm_equals_the_local_run(regression_runs):
+    local, slurm, run = regression_runs
+    rules = {rule_of(log) for _, _, log in run.submissions()}
+    assert rules == REGRESSION_SLURM_RULES, rules
+    assert squeue_states(run.run_id()) == {job: "COMPLETED" for _, job, _ in run.submissions()}
+    results, reports = "results/reg/regression", "reports/reg/regression"
+    identical = [f"{results}/metrics.csv", f"{reports}/reproduction.md", *_relative_files(local, f"{reports}/tables/*"),
+                 *_relative_files(local, f"{results}/evaluations/**/*.csv"),
+                 *_relative_files(local, f"{results}/curves/**/*.json")]
+    assert len(_relative_files(local, f"{results}/evaluations/**/*.csv")) == 2
+    for pattern in (f"{reports}/**/*", f"{results}/**/*"):
+        assert _relative_files(slurm, pattern) == _relative_files(local, pattern), pattern
+    different = [name for name in identical if (slurm / name).read_bytes() != (local / name).read_bytes()]
+    assert not different, f"not byte-identical between the local and the Slurm run: {different}"
+    for name in _relative_files(local, f"{results}/**/*.npz"):  # data, splits, predictions, bootstrap replicates
+        with np.load(slurm / name) as ours, np.load(local / name) as reference:
+            assert sorted(ours.files) == sorted(reference.files), name
+            for key in reference.files:
+                assert np.array_equal(ours[key], reference[key]), f"{name}: array {key!r} differs"
 
 
 @pytest.mark.slurm

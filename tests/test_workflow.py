@@ -118,6 +118,8 @@ def test_demo_runs_end_to_end_and_reruns_byte_identical(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     bundle = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert all(name in bundle for name in ("ece.md", "mlp_overconfident.png", "reproduction.md"))
+    # and the regression part's tables, reliability curves and reproduction report
+    assert all(name in bundle for name in ("msce_one_sided.md", "metric_crps.md", "reliability/diabetes"))
     # and the uncertainty outputs: intervals, comparisons, ranks with their CD diagrams, the size study
     assert all(name in bundle for name in ("intervals.csv", "comparisons.csv", "ranks.md", "cd/digits.png",
                                            "size_study.md", "size_study/digits.png"))

@@ -226,11 +226,12 @@ def interval(replicates: np.ndarray, estimate: float, level: float, method: str,
     return clip(_interval(replicates, estimate, level, method, jackknife), *bounds)
 
 
-def interval_method(metric: str, choice: str) -> str:
-    """The interval method of ``metric`` under ``uncertainty.interval: choice`` (``auto``: the metric's own)."""
+def interval_method(metric: str, choice: str, task: str | None = None) -> str:
+    """The interval method of ``metric`` (of ``task``: :func:`calibrepro.metrics.spec`) under
+    ``uncertainty.interval: choice`` (``auto``: the metric's own)."""
     if choice != "auto":
         return choice
-    spec = M.spec(metric)
+    spec = M.spec(metric, task)
     return spec.interval if spec is not None else "percentile"
 
 

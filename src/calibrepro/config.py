@@ -193,6 +193,9 @@ def _check_uncertainty(config: dict) -> None:
     for key, on in (("report.mark_ties", report["mark_ties"]), ("report.cells", report["cells"] == "interval")):
         if on and not config["uncertainty"]["enabled"]:
             raise ConfigError(f"{key}: needs the bootstrap; set uncertainty.enabled: true (or turn {key} off)")
+    if config.get("regression") and uncertainty["enabled"] and uncertainty["interval"] == "bca":
+        raise ConfigError("uncertainty.interval: bca has no jackknife for the regression metrics' mean over splits; "
+                          "use auto, percentile, basic or debiased with a regression: part")
     try:
         check_size_study_config(config)
     except SizeStudyError as error:

@@ -143,6 +143,10 @@ class Layout:
         """Reliability curves, per-output RMSE and std, fitted recalibrators of one split (JSON)."""
         return f"{self.results}/regression/curves/{dataset}/{model}/split{split}.json"
 
+    def regression_replicates(self, dataset: str, model: str, split) -> str:
+        """Every metric of every recalibrator on the bootstrap resamples of one split's test part."""
+        return f"{self.results}/regression/bootstrap/{dataset}/{model}/split{split}.npz"
+
     @property
     def regression_metrics(self) -> str:
         """Every regressor's metrics, tidy: ``dataset,model,method,split,metric,value``."""

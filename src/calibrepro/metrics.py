@@ -547,18 +547,28 @@ METRICS: dict[str, Metric] = {
 
 #: metrics of other tasks (e.g. regression), added by :func:`register`; :func:`spec` reads both
 _REGISTERED: dict[str, Metric] = {}
+#: metrics of tasks with a namespace of their own (``register(metric, task)``), by task then name
+_TASKS: dict[str, dict[str, Metric]] = {}
 
 
-def register(metric: Metric) -> Metric:
-    """Make another task's ``metric`` known to :func:`spec` (tables, ranks, bootstrap); returns it."""
-    if metric.name in METRICS or _REGISTERED.get(metric.name, metric) is not metric:
-        raise ValueError(f"a metric named {metric.name!r} is already registered")
-    _REGISTERED[metric.name] = metric
+def register(metric: Metric, task: str | None = None) -> Metric:
+    """Make another task's ``metric`` known to :func:`spec` (tables, ranks, bootstrap); returns it.
+
+    With ``task`` (e.g. ``"regression"``) the name lives in that task's namespace, so it may repeat a
+    classification metric's (regression's ``nll`` is not the classification NLL); ``spec(name, task)``
+    finds it."""
+    registry = _REGISTERED if task is None else _TASKS.setdefault(task, {})
+    if (task is None and metric.name in METRICS) or registry.get(metric.name, metric) is not metric:
+        raise ValueError(f"a metric named {metric.name!r} is already registered" + (f" for {task}" if task else ""))
+    registry[metric.name] = metric
     return metric
 
 
-def spec(name: str) -> Metric | None:
-    """The :class:`Metric` named ``name`` (classification or registered), None when unknown."""
+def spec(name: str, task: str | None = None) -> Metric | None:
+    """The :class:`Metric` named ``name`` (classification or registered; with ``task``, that task's), None
+    when unknown."""
+    if task is not None:
+        return _TASKS.get(task, {}).get(name)
     return METRICS.get(name) or _REGISTERED.get(name)
 
 

@@ -602,10 +602,16 @@ def remove_stale_outputs(layout, targets: Sequence[str]) -> str:
 def regression_data_step(dataset: str, spec: Mapping, files: Mapping[str, str], output, *, log=None) -> None:
     """Read a regression data set from its source (``spec``, the config entry; ``files``: its local
     files) and cache it as the models read it (:func:`calibrepro.regression.splits.save_arrays`)."""
-    from calibrepro.regression.data import load_dataset
+    from calibrepro.download import parse_checksum, sha256_of
+    from calibrepro.regression.data import downloads, load_dataset
     from calibrepro.regression.splits import save_arrays
 
     with step_log(log) as logger:
+        for item in downloads(spec):
+            form, reason = parse_checksum(item.checksum)
+            if form == "unpinned":  # trust on first use: say which file this run read
+                path = files[os.path.basename(item.path)]
+                logger.warning("%s: sha256 %s (%s)", path, sha256_of(path), reason)
         data = load_dataset(dataset, spec, files)
         x = data.x if data.x is not None else np.zeros((len(data.y), 0))  # a user's predictions: no features
         save_arrays(output, x, data.y, series=data.series, fixed=data.fixed, given=data.given)
@@ -668,21 +674,27 @@ def regression_predict_step(data_path, split_path, output, *, model: str, option
 
 
 @offload
-def regression_evaluate_step(predictions_path, metrics_output, curves_output, *, methods: Sequence[str],
-                             dataset: str, model: str, split: int, log=None) -> None:
+def regression_evaluate_step(predictions_path, metrics_output, curves_output, replicates_output, *,
+                             methods: Sequence[str], dataset: str, model: str, split: int, resamples: int,
+                             bootstrap_seed: int, log=None) -> None:
     """Fit every recalibrator (``methods``) on the calibration part, then on the test part compute every
-    metric (the model's rows of ``results/regression/metrics.csv``) and the curves the figures draw:
-    observed vs expected confidence, one- and two-sided (:func:`calibrepro.regression.metrics.accuracy_curve`),
-    and per output (forecast hour) the RMSE and the mean predicted standard deviation."""
+    metric (the model's rows of ``results/regression/metrics.csv``), its values on ``resamples`` bootstrap
+    resamples of the test samples (:mod:`calibrepro.regression.uncertainty`; 0: none) and the curves the
+    figures draw: observed vs expected confidence, one- and two-sided
+    (:func:`calibrepro.regression.metrics.accuracy_curve`), and per output (forecast hour) the RMSE and
+    the mean predicted standard deviation."""
     from calibrepro.io import tidy_csv
     from calibrepro.regression.distributions import predictive_from_arrays
     from calibrepro.regression.metrics import LEVELS, REGRESSION_METRICS, accuracy_curve, sample_terms
     from calibrepro.regression.predictions import load_predictions
     from calibrepro.regression.recalibration import make_recalibrator
+    from calibrepro.regression.uncertainty import resample_weights, save_replicates
 
     with step_log(log) as logger:
         predictions = load_predictions(predictions_path)
         test, calibration = predictions.test, predictions.calibration
+        weights = resample_weights(test.index, resamples, bootstrap_seed, dataset, model, split) if resamples else None
+        replicates = {}
         base_test = predictive_from_arrays(predictions.family, test.params)
         base_calibration = predictive_from_arrays(predictions.family, calibration.params)
         outputs = np.unique(test.output)
@@ -694,6 +706,8 @@ def regression_evaluate_step(predictions_path, metrics_output, curves_output, *,
             terms = sample_terms(recalibrator.transform(base_test), test.y)
             values = {name: spec.value(terms) for name, spec in REGRESSION_METRICS.items()}
             rows += [(dataset, model, method, split, name, value) for name, value in values.items()]
+            if weights is not None:
+                replicates.update({(method, name): spec.value(terms, weights) for name, spec in REGRESSION_METRICS.items()})
             std = np.sqrt(terms.variance)
             curves["methods"][method] = {
                 "one_sided": accuracy_curve(terms.pit, LEVELS, "one").tolist(),
@@ -706,7 +720,9 @@ def regression_evaluate_step(predictions_path, metrics_output, curves_output, *,
             logger.info("%s: %s (%.2f s)", method, summary, time.perf_counter() - start)
         write_text(metrics_output, tidy_csv(REGRESSION_COLUMNS, rows))
         write_json(curves_output, curves)
-        logger.info("%d test rows; wrote %s and %s", len(test.y), metrics_output, curves_output)
+        save_replicates(replicates_output, (dataset, model, split), replicates)
+        logger.info("%d test rows, %d bootstrap resamples; wrote %s, %s and %s", len(test.y), resamples, metrics_output,
+                    curves_output, replicates_output)
 
 
 #: the columns of ``results/regression/metrics.csv`` and of each model's part of it
@@ -744,14 +760,18 @@ def regression_figure_step(curves_files: Sequence[str], kind: str, png_output, p
         logger.info("%s figure from %d split(s) -> %s, %s", kind, len(curves_files), png_output, pdf_output)
 
 
-def regression_reproduction_step(metrics_csv, output, *, sources: Mapping[str, str], language: str,
-                                 log=None) -> None:
-    """Compare the regression metrics with the published values (Kuleshov et al. 2018, the seed)."""
-    from calibrepro.regression.report import write_regression_reproduction
+def regression_reproduction_step(metrics_csv, replicates_files: Sequence[str], output, *, sources: Mapping[str, str],
+                                 language: str, level: float, interval: str, log=None) -> None:
+    """Compare the regression metrics with the published values (Kuleshov et al. 2018, the seed): our mean
+    over the splits and its bootstrap interval (:func:`calibrepro.regression.uncertainty.mean_intervals`)."""
+    from calibrepro.regression.report import mean_estimates, write_regression_reproduction
+    from calibrepro.regression.uncertainty import mean_intervals
 
     with step_log(log) as logger:
-        write_regression_reproduction(metrics_csv, output, sources=dict(sources), language=language)
-        logger.info("regression reproduction report -> %s", output)
+        intervals = mean_intervals(replicates_files, mean_estimates(metrics_csv), level, interval)
+        write_regression_reproduction(metrics_csv, output, sources=dict(sources), language=language,
+                                      intervals=intervals, level=level)
+        logger.info("regression reproduction report (%d bootstrap intervals) -> %s", len(intervals), output)
 
 
 def outputs_summary(groups: Mapping[str, Sequence[str]]) -> str:

@@ -338,6 +338,14 @@ def regression_evaluation_paths(wildcards):
     ]
 
 
+def regression_replicates_paths(wildcards):
+    return [
+        LAYOUT.regression_replicates(dataset, model, split)
+        for dataset, model in REGRESSION_MODELS
+        for split in range(REGRESSION[dataset]["splits"])
+    ]
+
+
 def regression_table_outputs():
     """Table name -> (md, tex) of the regression tables (none without a regression part)."""
     if not REGRESSION:

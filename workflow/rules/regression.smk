@@ -81,6 +81,7 @@ rule regression_evaluate:
     output:
         metrics=LAYOUT.regression_evaluation("{rdataset}", "{rmodel}", "{split}"),
         curves=LAYOUT.regression_curves("{rdataset}", "{rmodel}", "{split}"),
+        replicates=LAYOUT.regression_replicates("{rdataset}", "{rmodel}", "{split}"),
     log:
         LAYOUT.log("regression_evaluate", "{rdataset}/{rmodel}/split{split}"),
     threads: 1
@@ -92,8 +93,12 @@ rule regression_evaluate:
         dataset=lambda wildcards: wildcards.rdataset,
         model=lambda wildcards: wildcards.rmodel,
         split=lambda wildcards: int(wildcards.split),
+        resamples=UNCERTAINTY["bootstrap"] if UNCERTAINTY["enabled"] else 0,
+        bootstrap_seed=UNCERTAINTY["seed"],
     run:
-        pipeline.regression_evaluate_step(input[0], output.metrics, output.curves, log=log[0], **params)
+        pipeline.regression_evaluate_step(
+            input[0], output.metrics, output.curves, output.replicates, log=log[0], **params
+        )
 
 
 rule regression_metrics:
@@ -115,7 +120,15 @@ rule regression_tables:
     input:
         LAYOUT.regression_metrics,
     output:
-        [path for pair in regression_table_outputs().values() for path in pair],
+        [
+            (
+                report(path, caption="../report/regression_table.rst", category="Regression", subcategory="tables")
+                if path.endswith(".md")
+                else path
+            )
+            for pair in regression_table_outputs().values()
+            for path in pair
+        ],
     log:
         LAYOUT.log("regression_tables"),
     threads: 1
@@ -160,7 +173,8 @@ rule regression_figure:
 
 rule regression_reproduction:
     input:
-        LAYOUT.regression_metrics,
+        metrics=LAYOUT.regression_metrics,
+        replicates=regression_replicates_paths,
     output:
         report(LAYOUT.regression_reproduction, caption="../report/regression.rst", category="Regression"),
     log:
@@ -172,5 +186,9 @@ rule regression_reproduction:
     params:
         sources={name: entry["source"] for name, entry in REGRESSION.items()},
         language=config["report"]["language"],
+        level=UNCERTAINTY["level"],
+        interval=UNCERTAINTY["interval"],
     run:
-        pipeline.regression_reproduction_step(input[0], output[0], log=log[0], **params)
+        pipeline.regression_reproduction_step(
+            input.metrics, list(input.replicates), output[0], log=log[0], **params
+        )

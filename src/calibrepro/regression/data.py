@@ -27,9 +27,11 @@ Energy series.  The seed names only "a UCI data set of hourly energy consumption
 candidates (design notes) this uses Appliances energy prediction: one building's measured energy
 use, 4.5 months (about 3,290 hours), a plain CSV; the other (one household's minute readings over
 four years, 34,600 hours, a 20 MB zip) would make the time-series study ten times longer for the
-same question.  No checksum of ``energydata_complete.csv`` is published and none could be computed
-here (no network), so it is pinned as ``unpinned:`` (the download logs its sha256) and its content
-is checked instead: the header, 10-minute steps, and at least ``past + horizon`` whole hours.
+same question.  No checksum of ``energydata_complete.csv`` is published (searched: UCI's page, the
+authors' repository, code and documentation indexes) and none could be computed here (no network),
+so it is pinned as ``unpinned:``: its sha256 is recorded on first use (the download's and the data
+step's logs say so and give it; compare it across runs) and its content is checked instead: the
+header, 10-minute steps, and at least ``past + horizon`` whole hours.
 """
 
 from __future__ import annotations
@@ -73,7 +75,10 @@ CRIME_SHA256 = {
 CRIME_NON_PREDICTIVE = 5
 CRIME_COLUMNS = 128
 ENERGY_URL = "https://archive.ics.uci.edu/ml/machine-learning-databases/00374/energydata_complete.csv"
-ENERGY_CHECKSUM = "unpinned:UCI publishes no checksum of energydata_complete.csv and none was computed offline"
+ENERGY_CHECKSUM = (
+    "unpinned:UCI publishes no checksum of energydata_complete.csv; its sha256 is recorded on first use (here and in "
+    "the regression_data log), not verified: compare it with another run's to know both used the same file"
+)
 ENERGY_COLUMN = "Appliances"
 _WINE_SHA256 = {
     "data.txt": "3ba41eaf4ab562088cf47b5c9dca2b4de2a330c3ee38a7920b4527a09574d5c1",

@@ -2,9 +2,12 @@
 
 Every metric is computed from per-sample *terms* of a predictive and the targets
 (:func:`sample_terms`: the PIT value ``u_t = F_t(y_t)``, the squared error of the mean, the negative
-log density, the CRPS and the predictive variance) and optional per-sample *weights* (bootstrap
-counts; None = all 1).  That is the resampled form: a bootstrap draws weights and calls
-:meth:`RegressionMetric.value` again, without touching the model or the recalibrator.
+log density, the CRPS and the predictive variance) and optional per-sample *weights* (None = all 1).
+That is the resampled form: the bootstrap (:mod:`calibrepro.bootstrap`'s counts) passes a block of
+count rows (B, N) as weights and :meth:`RegressionMetric.value` returns the B resamples' values at
+once, without touching the model or the recalibrator.  The metrics are registered with
+:func:`calibrepro.metrics.register` under the task ``"regression"`` (``nll`` is also a
+classification metric: each task has its own namespace).
 
 Confidence levels.  The seed defines ``MSCE = (1/m) sum_j (p_j - accuracy(p_j))^2`` without
 stating m or the p_j; we use its recalibration grid ``p_j in {0, 0.01, ..., 1.00}`` (m = 101,
@@ -30,6 +33,7 @@ from typing import Callable
 
 import numpy as np
 
+from calibrepro.metrics import Metric, register
 from calibrepro.regression.distributions import Predictive
 
 __all__ = [
@@ -85,12 +89,18 @@ def sample_terms(
 
 
 def _weights(n: int, weights) -> np.ndarray | None:
+    """None, or (n,) weights, or (B, n): one row per resample (each row non-negative, not all 0)."""
     if weights is None:
         return None
     w = np.asarray(weights, dtype=np.float64)
-    if w.shape != (n,) or (w < 0).any() or w.sum() <= 0:
-        raise ValueError(f"weights must be {n} non-negative numbers, not all 0")
+    if w.ndim not in (1, 2) or w.shape[-1] != n or (w < 0).any() or (w.sum(axis=-1) <= 0).any():
+        raise ValueError(f"weights must be rows of {n} non-negative numbers, not all 0")
     return w
+
+
+def _value(x):
+    """A float for one sample's weights, the (B,) array for a block of resamples."""
+    return float(x) if np.ndim(x) == 0 else x
 
 
 def _central(pit: np.ndarray, sided: str) -> np.ndarray:
@@ -111,22 +121,22 @@ def accuracy_curve(pit, levels=LEVELS, sided: str = "one", weights=None) -> np.n
     levels = np.asarray(levels, dtype=np.float64)
     order = np.argsort(v, kind="stable")
     w = _weights(v.size, weights)
-    cum = np.arange(1, v.size + 1, dtype=np.float64) if w is None else np.cumsum(w[order])
+    cum = np.arange(1, v.size + 1, dtype=np.float64) if w is None else np.cumsum(w[..., order], axis=-1)
     k = np.searchsorted(v[order], levels, side="right")
-    return np.where(k > 0, cum[np.maximum(k - 1, 0)], 0.0) / cum[-1]
+    return np.where(k > 0, cum[..., np.maximum(k - 1, 0)], 0.0) / cum[..., -1:]
 
 
 def msce(pit, levels=LEVELS, sided: str = "one", weights=None) -> float:
     """Mean squared calibration error (seed 002, "MSCE"; Kuleshov et al. 2018, eq. 9 with w_j = 1):
     ``(1/m) sum_j (p_j - accuracy(p_j))^2`` over the levels ``p_j`` (default :data:`LEVELS`)."""
     levels = np.asarray(levels, dtype=np.float64)
-    return float(np.mean((levels - accuracy_curve(pit, levels, sided, weights)) ** 2))
+    return _value(np.mean((levels - accuracy_curve(pit, levels, sided, weights)) ** 2, axis=-1))
 
 
 def mean_absolute_calibration_error(pit, levels=LEVELS, sided: str = "one", weights=None) -> float:
     """``(1/m) sum_j |p_j - accuracy(p_j)|`` (uncertainty-toolbox's MACE; used by :class:`StdScaling`'s criteria)."""
     levels = np.asarray(levels, dtype=np.float64)
-    return float(np.mean(np.abs(levels - accuracy_curve(pit, levels, sided, weights))))
+    return _value(np.mean(np.abs(levels - accuracy_curve(pit, levels, sided, weights)), axis=-1))
 
 
 def miscalibration_area(pit, sided: str = "two", weights=None) -> float:
@@ -139,29 +149,32 @@ def miscalibration_area(pit, sided: str = "two", weights=None) -> float:
     v = _central(pit, sided)
     order = np.argsort(v, kind="stable")
     w = _weights(v.size, weights)
-    w = np.ones(v.size) if w is None else w[order]
+    w = np.ones(v.size) if w is None else w[..., order]
     edges = np.concatenate([[0.0], np.clip(v[order], 0.0, 1.0), [1.0]])
-    c = np.concatenate([[0.0], np.cumsum(w) / w.sum()])
+    cum = np.cumsum(w, axis=-1)
+    c = np.concatenate([np.zeros(w.shape[:-1] + (1,)), cum / cum[..., -1:]], axis=-1)
     a, b = edges[:-1], edges[1:]
     below = ((b - c) ** 2 - (a - c) ** 2) / 2  # c <= a: curve under the diagonal on [a, b]
     above = ((c - a) ** 2 - (c - b) ** 2) / 2  # c >= b
     across = ((c - a) ** 2 + (b - c) ** 2) / 2
-    return float(np.sum(np.where(c <= a, below, np.where(c >= b, above, across))))
+    return _value(np.sum(np.where(c <= a, below, np.where(c >= b, above, across)), axis=-1))
 
 
 def coverage(pit, level: float, weights=None) -> float:
     """Fraction of targets in the central interval of confidence ``level``: ``mean 1(|2 u_t - 1| <= level)``."""
-    return float(accuracy_curve(pit, [level], "two", weights)[0])
+    return _value(accuracy_curve(pit, [level], "two", weights)[..., 0])
 
 
-def _mean(values: np.ndarray, weights) -> float:
+def _mean(values: np.ndarray, weights):
     w = _weights(values.size, weights)
-    return float(np.mean(values) if w is None else np.dot(values, w) / w.sum())
+    if w is None:
+        return float(np.mean(values))
+    return _value(w @ values / w.sum(axis=-1))
 
 
 def rmse(squared_error, weights=None) -> float:
     """Root mean squared error of the predictive mean, ``sqrt(mean_t (y_t - E[Y_t])^2)``."""
-    return float(np.sqrt(_mean(squared_error, weights)))
+    return _value(np.sqrt(_mean(squared_error, weights)))
 
 
 def nll(neg_log_density, weights=None) -> float:
@@ -187,54 +200,46 @@ def sharpness(variance, weights=None) -> float:
 
 
 @dataclass(frozen=True)
-class RegressionMetric:
-    """A metric: its name (``metrics.csv``), direction, the term it needs, and :meth:`value` from terms and
-    per-sample weights, which is also its resampled form (weights = bootstrap counts).  The fields are named
-    as :class:`calibrepro.metrics.Metric`'s; the regression metrics are not registered there, as ``nll``
-    would clash with the classification NLL."""
+class RegressionMetric(Metric):
+    """A regression metric: the shared spec (:class:`calibrepro.metrics.Metric`: name, direction, the
+    bootstrap interval method of ``uncertainty.interval: auto``) with the term it needs and :meth:`value`
+    from terms and weights, which is also its resampled form (weights: a (B, N) block of bootstrap
+    counts).  ``function(data, weights, levels)``; ``higher_is_better`` None for coverage (closest to
+    its level is best); the interval methods follow the classification coverage study
+    (benchmarks/README.md) by analogy, not a study of their own: ``basic`` for the calibration errors
+    (MSCE, miscalibration area: biased upwards like ECE), ``percentile`` for means of per-sample terms."""
 
-    name: str
-    higher_is_better: bool | None  # None: neither (coverage: closest to its level is best)
-    term: str
-    function: Callable[..., float]
-    reference: str
+    term: str = "pit"
+    reference: str = ""
     target: float | None = None  # the ideal value, where there is one (coverage)
 
-    def value(self, terms: SampleTerms, weights=None, levels=LEVELS) -> float:
+    def value(self, terms: SampleTerms, weights=None, levels=LEVELS):
         data = getattr(terms, self.term)
         if data is None:
             raise ValueError(f"metric {self.name} needs the term {self.term!r}, which was not computed")
         return self.function(data, weights, levels)
 
 
+def _metric(name, higher, term, function, reference, interval="percentile", target=None) -> RegressionMetric:
+    return register(RegressionMetric(name, function, higher, None, interval, term, reference, target), "regression")
+
+
 REGRESSION_METRICS: dict[str, RegressionMetric] = {
     m.name: m
     for m in [
-        RegressionMetric(
-            "msce",
-            False,
-            "pit",
-            lambda u, w, levels: msce(u, levels, "one", w),
-            "seed 002; Kuleshov et al. 2018, eq. 9",
-        ),
-        RegressionMetric(
-            "msce_two_sided",
-            False,
-            "pit",
-            lambda u, w, levels: msce(u, levels, "two", w),
-            "seed 002, central intervals",
-        ),
-        RegressionMetric(
-            "miscalibration_area", False, "pit", lambda u, w, _: miscalibration_area(u, "two", w), "Chung et al. 2021"
-        ),
-        RegressionMetric("coverage_90", None, "pit", lambda u, w, _: coverage(u, 0.9, w), "central 90 % interval", 0.9),
-        RegressionMetric(
-            "coverage_95", None, "pit", lambda u, w, _: coverage(u, 0.95, w), "central 95 % interval", 0.95
-        ),
-        RegressionMetric("rmse", False, "squared_error", lambda t, w, _: rmse(t, w), "RMSE of the predictive mean"),
-        RegressionMetric("nll", False, "neg_log_density", lambda t, w, _: nll(t, w), "mean negative log density"),
-        RegressionMetric("crps", False, "crps", lambda t, w, _: crps(t, w), "Gneiting & Raftery 2007, eq. 20"),
-        RegressionMetric("sharpness", False, "variance", lambda t, w, _: sharpness(t, w), "Kuleshov et al. 2018, 3.3"),
+        _metric("msce", False, "pit", lambda u, w, levels: msce(u, levels, "one", w),
+                "seed 002; Kuleshov et al. 2018, eq. 9", "basic"),
+        _metric("msce_two_sided", False, "pit", lambda u, w, levels: msce(u, levels, "two", w),
+                "seed 002, central intervals", "basic"),
+        _metric("miscalibration_area", False, "pit", lambda u, w, _: miscalibration_area(u, "two", w),
+                "Chung et al. 2021", "basic"),
+        _metric("coverage_90", None, "pit", lambda u, w, _: coverage(u, 0.9, w), "central 90 % interval", target=0.9),
+        _metric("coverage_95", None, "pit", lambda u, w, _: coverage(u, 0.95, w), "central 95 % interval",
+                target=0.95),
+        _metric("rmse", False, "squared_error", lambda t, w, _: rmse(t, w), "RMSE of the predictive mean"),
+        _metric("nll", False, "neg_log_density", lambda t, w, _: nll(t, w), "mean negative log density"),
+        _metric("crps", False, "crps", lambda t, w, _: crps(t, w), "Gneiting & Raftery 2007, eq. 20"),
+        _metric("sharpness", False, "variance", lambda t, w, _: sharpness(t, w), "Kuleshov et al. 2018, 3.3"),
     ]
 }
 

@@ -14,8 +14,11 @@ the seed's layout, each cell the mean ± sample standard deviation over the spli
 Published values are kept in ``calibrepro/data/regression_published.csv`` (source, model, method,
 metric, value, reference) and matched by the data set's ``source`` (``uci_wine``, ``uci_crime``),
 so a data set of any name reading those files is compared with them. The reproduction report
-lists each published cell with our mean, our 95 % t-interval of the mean over the splits
-(mean ± t_{0.975, n-1} s / sqrt(n); none with one split) and whether the published value lies inside.
+lists each published cell with our mean over the splits, its bootstrap interval over the test samples
+(:mod:`calibrepro.regression.uncertainty`, at ``uncertainty.level``) and whether the published value
+lies inside, and beside them the 95 % t-interval of the mean over the splits (mean ±
+t_{0.975, n-1} s / sqrt(n); none with one split), which also covers retraining.  Without the
+bootstrap (``uncertainty.enabled: false``) the t-interval decides "inside".
 Equal inputs give byte-identical files.
 """
 
@@ -88,6 +91,11 @@ def read_metrics(path) -> dict[tuple[str, str, str, str], dict[int, float]]:
             raise RegressionReportError(f"{path}, line {line}: split or value is not a number") from None
         values.setdefault((row["dataset"], row["model"], row["method"], row["metric"]), {})[split] = value
     return values
+
+
+def mean_estimates(path) -> dict[tuple[str, str, str, str], float]:
+    """``(dataset, model, method, metric) -> mean over the splits`` of ``metrics.csv`` (:func:`mean_sd`)."""
+    return {key: mean_sd(values)[0] for key, values in read_metrics(path).items()}
 
 
 def read_published(path=PUBLISHED) -> dict[tuple[str, str, str, str, str], float]:
@@ -195,17 +203,25 @@ def write_regression_tables(metrics_csv, outputs: dict[str, tuple[str, str]], *,
             rows=tex_rows, columns="ll" + "r" * (len(header) - 2)))
 
 
-def write_regression_reproduction(metrics_csv, output, *, sources: dict[str, str], language: str = "en") -> None:
-    """Each published value beside ours: mean over the splits, its 95 % t-interval, inside or not."""
+def write_regression_reproduction(metrics_csv, output, *, sources: dict[str, str], language: str = "en",
+                                  intervals: dict | None = None, level: float = 0.95) -> None:
+    """Each published value beside ours: mean over the splits, its bootstrap interval (``intervals``:
+    ``(dataset, model, method, metric) -> Interval``; where absent, the t-interval decides), inside or not,
+    and the t-interval over the splits."""
     metrics = read_metrics(metrics_csv)
     published = read_published()
+    intervals = intervals or {}
+    percent = f"{100 * level:g} %"
     lines = ["# Regression: reproduction of the published values", "",
              "Published: Kuleshov, Fenner & Ermon 2018 (as quoted by the seed) and the seed's own (seed 002). "
-             "Ours: the mean over the splits of `results/regression/metrics.csv`; interval: the 95 % t-interval of "
-             "that mean over the splits. MSCE: one-sided or two-sided, levels 0, 0.01, ..., 1 "
+             "Ours: the mean over the splits of `results/regression/metrics.csv`; our interval: its "
+             f"{percent} bootstrap interval over the test samples (splits fixed; `uncertainty.*`); t-interval: "
+             "the 95 % t-interval of that mean over the splits (covers retraining too; it decides \"inside\" "
+             "where there is no bootstrap). MSCE: one-sided or two-sided, levels 0, 0.01, ..., 1 "
              "(`calibrepro.regression.metrics.LEVELS`).", "",
-             "| data set | model | method | metric | reference | published | ours | 95 % interval | inside |",
-             "|---|---|---|---|---|---:|---:|---|---|"]
+             f"| data set | model | method | metric | reference | published | ours | our {percent} interval | inside "
+             "| t-interval |",
+             "|---|---|---|---|---|---:|---:|---|---|---|"]
     inside_count = compared = 0
     for dataset, source in sources.items():
         for (src, model, method, metric, ref), value in published.items():
@@ -214,13 +230,16 @@ def write_regression_reproduction(metrics_csv, output, *, sources: dict[str, str
             ours = metrics.get((dataset, model, method, metric))
             if not ours:
                 continue
-            interval = t_interval(ours)
-            inside = interval is not None and interval[0] <= value <= interval[1]
+            t = t_interval(ours)
+            boot = intervals.get((dataset, model, method, metric))
+            bounds = (boot.low, boot.high) if boot is not None else t
+            inside = bounds is not None and bounds[0] <= value <= bounds[1]
             compared += 1
             inside_count += inside
-            shown = "—" if interval is None else f"[{number(interval[0])}, {number(interval[1])}]"
+            shown = "—" if boot is None else f"[{number(boot.low)}, {number(boot.high)}]"
+            t_shown = "—" if t is None else f"[{number(t[0])}, {number(t[1])}]"
             lines.append(f"| {dataset} | {model} | {method} | {metric} | {REFERENCES[ref]} | {value:.3f} | "
-                         f"{number(mean_sd(ours)[0])} | {shown} | {'yes' if inside else 'no'} |")
+                         f"{number(mean_sd(ours)[0])} | {shown} | {'yes' if inside else 'no'} | {t_shown} |")
     lines += ["", f"{inside_count} of {compared} published values lie inside our interval." if compared else
               "No configured data set has published values (sources uci_wine and uci_crime have).", ""]
     write_text(output, "\n".join(lines))

@@ -1,0 +1,74 @@
+"""Bootstrap intervals of the regression metrics, with the classification bootstrap's counts and intervals.
+
+Per split, B resamples of the test part's *samples* (a time series' windows: every forecast hour of
+a window is drawn together, its hours being correlated) are multinomial counts from
+:func:`calibrepro.bootstrap.resample_counts`, seeded by ``uncertainty.seed`` and the cell
+(:func:`calibrepro.bootstrap.bootstrap_seed` of ``"regression"``, data set, model, split).  Every
+method's metrics on them come from the metrics' resampled form (:meth:`RegressionMetric.value` with
+the counts block as weights), written per split by :func:`save_replicates`.
+
+The reproduction report compares a published value with our mean over the splits.  Replicate r of
+that mean is the mean over the splits of their replicate r (the splits' resamples are independent,
+the splits themselves fixed: the interval is about the test samples, not about retraining); its
+interval is :func:`calibrepro.bootstrap.interval` with the metric's method
+(``uncertainty.interval``; ``auto``: the metric's own, :func:`calibrepro.bootstrap.interval_method`).
+"""
+
+from __future__ import annotations
+
+import io as _io
+import os
+from typing import Iterable, Mapping
+
+import numpy as np
+
+from calibrepro.bootstrap import Interval, bootstrap_seed, interval, interval_method, resample_counts
+from calibrepro.io import atomic_path
+
+__all__ = ["load_replicates", "mean_intervals", "resample_weights", "save_replicates"]
+
+
+def resample_weights(index: np.ndarray, resamples: int, seed: int, *cell) -> np.ndarray:
+    """(resamples, rows) weights of the test rows: counts of their samples (``index``) in each resample."""
+    samples, inverse = np.unique(index, return_inverse=True)
+    counts = resample_counts(samples.size, resamples, bootstrap_seed(seed, "regression", *cell))
+    return counts[:, inverse.ravel()].astype(np.float64)
+
+
+def save_replicates(path: str | os.PathLike, cell: tuple[str, str, int],
+                    replicates: Mapping[tuple[str, str], np.ndarray]) -> None:
+    """Write one split's replicates, ``(method, metric) -> (B,)`` (atomic; no replicates: B = 0)."""
+    dataset, model, split = cell
+    arrays = {"dataset": np.asarray(dataset), "model": np.asarray(model), "split": np.asarray(split)}
+    arrays.update({f"{method}|{metric}": np.asarray(values, np.float64) for (method, metric), values in replicates.items()})
+    buffer = _io.BytesIO()
+    np.savez(buffer, **arrays)
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(buffer.getvalue())
+
+
+def load_replicates(path: str | os.PathLike) -> tuple[tuple[str, str, int], dict[tuple[str, str], np.ndarray]]:
+    """``((dataset, model, split), {(method, metric): (B,) replicates})`` of a :func:`save_replicates` file."""
+    with np.load(path, allow_pickle=False) as data:
+        cell = (str(data["dataset"]), str(data["model"]), int(data["split"]))
+        values = {tuple(name.split("|", 1)): data[name] for name in data.files if "|" in name}
+    return cell, values
+
+
+def mean_intervals(files: Iterable[str | os.PathLike], estimates: Mapping[tuple[str, str, str, str], float],
+                   level: float, choice: str) -> dict[tuple[str, str, str, str], Interval]:
+    """``(dataset, model, method, metric) -> Interval`` of the mean over the splits, from the splits'
+    replicate files; ``estimates`` are the means of ``metrics.csv`` (the intervals' point estimates).
+    Cells whose files hold no replicates (``uncertainty.enabled: false``) are left out."""
+    by_cell: dict[tuple[str, str, str, str], dict[int, np.ndarray]] = {}
+    for path in files:
+        (dataset, model, split), values = load_replicates(path)
+        for (method, metric), replicates in values.items():
+            by_cell.setdefault((dataset, model, method, metric), {})[split] = replicates
+    out = {}
+    for key, splits in by_cell.items():
+        if key not in estimates or not all(r.size for r in splits.values()):
+            continue
+        mean = np.mean([splits[s] for s in sorted(splits)], axis=0)
+        out[key] = interval(mean, estimates[key], level, interval_method(key[3], choice, "regression"))
+    return out
