@@ -117,7 +117,49 @@ def f32_from_json(values) -> np.ndarray:
     return np.asarray(values, dtype=np.float64).astype(np.float32)
 
 
-class Calibrator(BaseEstimator):
+class FittedState:
+    """The JSON round trip of a fitted estimator, shared by the calibrators and the regression
+    recalibrators (:mod:`calibrepro.regression.recalibration`).
+
+    ``to_json`` returns ``{"method", "hyperparameters", "params", "diagnostics"}`` (the ``__init__``
+    keywords from scikit-learn's ``get_params``; the fitted state from ``_fitted_params``); ``from_json``
+    rebuilds the estimator through ``_set_fitted_params``, so that it predicts bit-identically.  A class
+    sets :attr:`method` and implements ``_fitted_params``, ``_set_fitted_params`` and ``_check_fitted``.
+    """
+
+    method: ClassVar[str] = ""
+
+    def _fitted_params(self) -> dict:
+        raise NotImplementedError
+
+    def _set_fitted_params(self, params: dict) -> None:
+        raise NotImplementedError
+
+    def _check_fitted(self) -> None:
+        raise NotImplementedError
+
+    def to_json(self) -> dict:
+        """Fitted state as a JSON-serialisable dict."""
+        self._check_fitted()
+        return {
+            "method": self.method,
+            "hyperparameters": self.get_params(),
+            "params": self._fitted_params(),
+            "diagnostics": dict(getattr(self, "diagnostics_", {})),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict):
+        """Rebuild a fitted estimator from :meth:`to_json` output."""
+        if data.get("method") != cls.method:
+            raise ValueError(f"JSON is for method {data.get('method')!r}, not {cls.method!r}")
+        obj = cls(**data.get("hyperparameters", {}))
+        obj._set_fitted_params(data["params"])
+        obj.diagnostics_ = dict(data.get("diagnostics", {}))
+        return obj
+
+
+class Calibrator(FittedState, BaseEstimator):
     """Common interface: ``fit(logits, labels) -> self``, ``predict_proba(logits) -> (N, K)``.
 
     ``predict_proba`` returns float64 probabilities whose rows sum to 1.  ``to_json`` returns
@@ -149,34 +191,8 @@ class Calibrator(BaseEstimator):
         """Calibrated probabilities (N, K), float64, for new logits."""
         raise NotImplementedError
 
-    def _fitted_params(self) -> dict:
-        raise NotImplementedError
-
-    def _set_fitted_params(self, params: dict) -> None:
-        raise NotImplementedError
-
     def _check_fitted(self) -> None:
         check_is_fitted(self, "n_classes_")
-
-    def to_json(self) -> dict:
-        """Fitted state as a JSON-serialisable dict."""
-        self._check_fitted()
-        return {
-            "method": self.method,
-            "hyperparameters": self.get_params(),
-            "params": self._fitted_params(),
-            "diagnostics": dict(getattr(self, "diagnostics_", {})),
-        }
-
-    @classmethod
-    def from_json(cls, data: dict) -> "Calibrator":
-        """Rebuild a fitted calibrator from :meth:`to_json` output."""
-        if data.get("method") != cls.method:
-            raise ValueError(f"JSON is for method {data.get('method')!r}, not {cls.method!r}")
-        obj = cls(**data.get("hyperparameters", {}))
-        obj._set_fitted_params(data["params"])
-        obj.diagnostics_ = dict(data.get("diagnostics", {}))
-        return obj
 
 
 class Uncalibrated(Calibrator):

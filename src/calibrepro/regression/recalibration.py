@@ -32,6 +32,7 @@ from scipy.optimize import minimize_scalar
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from calibrepro.calibrators.base import FittedState
 from calibrepro.regression.distributions import Predictive
 
 __all__ = [
@@ -171,10 +172,11 @@ class RecalibratedDistribution(Predictive):
         raise TypeError("scale the base predictive before recalibrating it")
 
 
-class Recalibrator(BaseEstimator):
-    """``fit(predictive, y) -> self``; ``transform(predictive) -> Predictive``; JSON round trip."""
+class Recalibrator(FittedState, BaseEstimator):
+    """``fit(predictive, y) -> self``; ``transform(predictive) -> Predictive``; the calibrators' JSON round
+    trip (:class:`calibrepro.calibrators.base.FittedState`), its ``params`` the calibration size ``n_fit``
+    and a subclass's :meth:`_state`."""
 
-    method: ClassVar[str] = ""
     display_names: ClassVar[dict[str, str]] = {}
     reference: ClassVar[str] = ""
 
@@ -187,34 +189,21 @@ class Recalibrator(BaseEstimator):
     def fit_transform(self, predictive: Predictive, y) -> Predictive:
         return self.fit(predictive, y).transform(predictive)
 
-    def _fitted_params(self) -> dict:
+    def _state(self) -> dict:
         raise NotImplementedError
 
-    def _set_fitted_params(self, params: dict) -> None:
+    def _set_state(self, params: dict) -> None:
         raise NotImplementedError
+
+    def _fitted_params(self) -> dict:
+        return {"n_fit": self.n_fit_, **self._state()}
+
+    def _set_fitted_params(self, params: dict) -> None:
+        self.n_fit_ = int(params["n_fit"])
+        self._set_state(params)
 
     def _check_fitted(self) -> None:
         check_is_fitted(self, "n_fit_")
-
-    def to_json(self) -> dict:
-        """Fitted state as a JSON-serialisable dict (the classification calibrators' layout)."""
-        self._check_fitted()
-        return {
-            "method": self.method,
-            "hyperparameters": self.get_params(),
-            "params": {"n_fit": self.n_fit_, **self._fitted_params()},
-            "diagnostics": dict(getattr(self, "diagnostics_", {})),
-        }
-
-    @classmethod
-    def from_json(cls, data: dict) -> "Recalibrator":
-        if data.get("method") != cls.method:
-            raise ValueError(f"JSON is for method {data.get('method')!r}, not {cls.method!r}")
-        obj = cls(**data.get("hyperparameters", {}))
-        obj.n_fit_ = int(data["params"]["n_fit"])
-        obj._set_fitted_params(data["params"])
-        obj.diagnostics_ = dict(data.get("diagnostics", {}))
-        return obj
 
 
 class Uncalibrated(Recalibrator):
@@ -234,10 +223,10 @@ class Uncalibrated(Recalibrator):
         self._check_fitted()
         return predictive
 
-    def _fitted_params(self):
+    def _state(self):
         return {}
 
-    def _set_fitted_params(self, params):
+    def _set_state(self, params):
         pass
 
 
@@ -276,16 +265,30 @@ def _check_knots(max_knots) -> int:
 
 
 class _KnotsRecalibrator(Recalibrator):
-    """Shared state of the isotonic recalibrators: the knots of T."""
+    """Shared state of the isotonic recalibrators: the knots of T (at most ``max_knots``), fitted to the
+    calibration PIT values by :meth:`_knots`."""
+
+    def __init__(self, max_knots: int = 200):
+        self.max_knots = max_knots
+
+    def fit(self, predictive, y):
+        y = _check_y(y, len(predictive))
+        self.knots_x_, self.knots_y_ = self._knots(predictive.cdf(y), _check_knots(self.max_knots))
+        self.n_fit_ = int(y.size)
+        self.diagnostics_ = {"knots": int(self.knots_x_.size)}
+        return self
+
+    def _knots(self, pit: np.ndarray, max_knots: int) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
 
     def transform(self, predictive):
         self._check_fitted()
         return RecalibratedDistribution(predictive, self.knots_x_, self.knots_y_)
 
-    def _fitted_params(self):
+    def _state(self):
         return {"knots_x": self.knots_x_.tolist(), "knots_y": self.knots_y_.tolist()}
 
-    def _set_fitted_params(self, params):
+    def _set_state(self, params):
         self.knots_x_ = np.asarray(params["knots_x"], dtype=np.float64)
         self.knots_y_ = np.asarray(params["knots_y"], dtype=np.float64)
 
@@ -300,15 +303,13 @@ class IsotonicRecalibration(_KnotsRecalibrator):
     display_names = {"ru": "Изотоническая", "en": "Isotonic"}
     reference = "Kuleshov, Fenner & Ermon 2018, Algorithm 1"
 
-    def __init__(self, max_knots: int = 200):
-        self.max_knots = max_knots
+    def _knots(self, pit, max_knots):
+        return _ecdf_knots(pit, max_knots)
 
-    def fit(self, predictive, y):
-        y = _check_y(y, len(predictive))
-        self.knots_x_, self.knots_y_ = _ecdf_knots(predictive.cdf(y), _check_knots(self.max_knots))
-        self.n_fit_ = int(y.size)
-        self.diagnostics_ = {"knots": int(self.knots_x_.size)}
-        return self
+
+def _mirrored(v: np.ndarray) -> np.ndarray:
+    """Knots of R on [0, 1] -> those of T on [0, 1], mirrored about 1/2: ``1/2 -+ v/2``."""
+    return np.concatenate([0.5 - v[::-1] / 2, 0.5 + v[1:] / 2])
 
 
 class TwoSidedIsotonicRecalibration(_KnotsRecalibrator):
@@ -326,19 +327,9 @@ class TwoSidedIsotonicRecalibration(_KnotsRecalibrator):
     display_names = {"ru": "Изотоническая (двусторонняя)", "en": "Isotonic (two-sided)"}
     reference = "Kuleshov et al. 2018, Algorithm 1, on central intervals (seed 002)"
 
-    def __init__(self, max_knots: int = 200):
-        self.max_knots = max_knots
-
-    def fit(self, predictive, y):
-        y = _check_y(y, len(predictive))
-        c = np.abs(2.0 * predictive.cdf(y) - 1.0)
-        cx, cy = _ecdf_knots(c, _check_knots(self.max_knots) // 2 + 1)  # mirrored: at most max_knots in all
-        kx = np.concatenate([0.5 - cx[::-1] / 2, 0.5 + cx[1:] / 2])
-        ky = np.concatenate([0.5 - cy[::-1] / 2, 0.5 + cy[1:] / 2])
-        self.knots_x_, self.knots_y_ = kx, ky
-        self.n_fit_ = int(y.size)
-        self.diagnostics_ = {"knots": int(self.knots_x_.size)}
-        return self
+    def _knots(self, pit, max_knots):
+        cx, cy = _ecdf_knots(np.abs(2.0 * pit - 1.0), max_knots // 2 + 1)  # mirrored: at most max_knots in all
+        return _mirrored(cx), _mirrored(cy)
 
 
 #: criteria of :class:`StdScaling` besides the Gaussian NLL: uncertainty-toolbox's
@@ -389,10 +380,10 @@ class StdScaling(Recalibrator):
         self._check_fitted()
         return predictive.scaled(self.scale_)
 
-    def _fitted_params(self):
+    def _state(self):
         return {"scale": self.scale_}
 
-    def _set_fitted_params(self, params):
+    def _set_state(self, params):
         self.scale_ = float(params["scale"])
 
 
