@@ -217,7 +217,8 @@ def write_regression_reproduction(metrics_csv, output, *, sources: dict[str, str
              "Ours: the mean over the splits of `results/regression/metrics.csv`; our interval: its "
              f"{percent} bootstrap interval over the test samples (splits fixed; `uncertainty.*`); t-interval: "
              "the 95 % t-interval of that mean over the splits (covers retraining too; it decides \"inside\" "
-             "where there is no bootstrap). MSCE: one-sided or two-sided, levels 0, 0.01, ..., 1 "
+             "where there is no bootstrap). A resample's MSCE carries its own sampling noise, so MSCE intervals "
+             "lie mostly above a small estimate. MSCE: one-sided or two-sided, levels 0, 0.01, ..., 1 "
              "(`calibrepro.regression.metrics.LEVELS`).", "",
              f"| data set | model | method | metric | reference | published | ours | our {percent} interval | inside "
              "| t-interval |",
