@@ -221,8 +221,10 @@ class RegressionMetric(Metric):
         return self.function(data, weights, levels)
 
 
-def _metric(name, higher, term, function, reference, target=None) -> RegressionMetric:
-    return register(RegressionMetric(name, function, higher, None, "percentile", term, reference, target), "regression")
+def _metric(name, higher, term, function, reference, target=None, bounds=(0.0, None)) -> RegressionMetric:
+    spec = RegressionMetric(name, function, higher, interval="percentile", bounds=bounds, term=term, reference=reference,
+                            target=target)
+    return register(spec, "regression")
 
 
 REGRESSION_METRICS: dict[str, RegressionMetric] = {
@@ -234,11 +236,12 @@ REGRESSION_METRICS: dict[str, RegressionMetric] = {
                 "seed 002, central intervals"),
         _metric("miscalibration_area", False, "pit", lambda u, w, _: miscalibration_area(u, "two", w),
                 "Chung et al. 2021"),
-        _metric("coverage_90", None, "pit", lambda u, w, _: coverage(u, 0.9, w), "central 90 % interval", target=0.9),
-        _metric("coverage_95", None, "pit", lambda u, w, _: coverage(u, 0.95, w), "central 95 % interval",
-                target=0.95),
+        _metric("coverage_90", None, "pit", lambda u, w, _: coverage(u, 0.9, w), "central 90 % interval", 0.9, (0, 1)),
+        _metric("coverage_95", None, "pit", lambda u, w, _: coverage(u, 0.95, w), "central 95 % interval", 0.95,
+                (0, 1)),
         _metric("rmse", False, "squared_error", lambda t, w, _: rmse(t, w), "RMSE of the predictive mean"),
-        _metric("nll", False, "neg_log_density", lambda t, w, _: nll(t, w), "mean negative log density"),
+        _metric("nll", False, "neg_log_density", lambda t, w, _: nll(t, w), "mean negative log density",
+                bounds=(None, None)),
         _metric("crps", False, "crps", lambda t, w, _: crps(t, w), "Gneiting & Raftery 2007, eq. 20"),
         _metric("sharpness", False, "variance", lambda t, w, _: sharpness(t, w), "Kuleshov et al. 2018, 3.3"),
     ]

@@ -11,7 +11,8 @@ The reproduction report compares a published value with our mean over the splits
 that mean is the mean over the splits of their replicate r (the splits' resamples are independent,
 the splits themselves fixed: the interval is about the test samples, not about retraining); its
 interval is :func:`calibrepro.bootstrap.interval` with the metric's method
-(``uncertainty.interval``; ``auto``: the metric's own, :func:`calibrepro.bootstrap.interval_method`).
+(``uncertainty.interval``; ``auto``: the metric's own, :func:`calibrepro.bootstrap.interval_method`),
+clipped to the metric's range (``Metric.bounds``: MSCE, RMSE, CRPS ... are non-negative, coverage in [0, 1]).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import numpy as np
 
 from calibrepro.bootstrap import Interval, bootstrap_seed, interval, interval_method, resample_counts
 from calibrepro.io import atomic_path
+from calibrepro.regression.metrics import REGRESSION_METRICS  # also registers them: spec(name, "regression")
 
 __all__ = ["load_replicates", "mean_intervals", "resample_weights", "save_replicates"]
 
@@ -70,5 +72,6 @@ def mean_intervals(files: Iterable[str | os.PathLike], estimates: Mapping[tuple[
         if key not in estimates or not all(r.size for r in splits.values()):
             continue
         mean = np.mean([splits[s] for s in sorted(splits)], axis=0)
-        out[key] = interval(mean, estimates[key], level, interval_method(key[3], choice, "regression"))
+        bounds = REGRESSION_METRICS[key[3]].bounds
+        out[key] = interval(mean, estimates[key], level, interval_method(key[3], choice, "regression"), bounds=bounds)
     return out
