@@ -57,7 +57,7 @@ def test_the_documents_have_commands_to_check():
 
 @pytest.fixture(scope="module")
 def clone(tmp_path_factory):
-    """The repository's tracked files, plus the README's example config and its logits files."""
+    """The repository's tracked files, plus the example configs of README and docs/model-sources.md and their files."""
     root = tmp_path_factory.mktemp("clone")
     tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     for name in tracked.splitlines():
@@ -69,6 +69,11 @@ def clone(tmp_path_factory):
     (root / "my.yaml").write_text(example)
     _, labels = synthetic_logits(root / "logits/my_resnet.npz", seed=1)
     synthetic_logits(root / "logits/my_vit.npz", seed=2, labels=labels)
+    # docs/model-sources.md's "One run": its config saved as their.yaml, with the checkpoint file it names
+    guide = (ROOT / "docs/model-sources.md").read_text(encoding="utf-8")
+    (root / "their.yaml").write_text(re.search(r"<!-- BEGIN one-run config.*?-->\n```yaml\n(.*?)```", guide, re.S).group(1))
+    (root / "weights").mkdir()
+    (root / "weights/r18.pth").write_bytes(b"")
     return root
 
 

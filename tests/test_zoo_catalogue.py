@@ -138,7 +138,7 @@ def test_schema_validates_sources_from_the_registry(monkeypatch):
     config = {"models": {"imagenet": {"b8": {"source": "timm", "name": "tf_efficientnet_b8", "batch_size": 32}}}}
     assert validate_config(config, schema)["models"]["imagenet"]["b8"]["batch_size"] == 32
     # the pretrained sources' branch applies: it allows exactly its options
-    with pytest.raises(ConfigError, match=r"models.imagenet.b8: unknown key\(s\) 'nme' \(allowed: batch_size, file, mc_dropout, name, sha256, source\)"):
+    with pytest.raises(ConfigError, match=r"models.imagenet.b8: unknown key\(s\) 'nme' \(allowed: batch_size, file, mc_dropout, mc_seed, name, sha256, source\)"):
         validate_config({"models": {"imagenet": {"b8": {"source": "timm", "nme": "x"}}}}, schema)
     with pytest.raises(ConfigError, match="'tim' is not one of logits, train, akamaster, chenyaofo, huyvnphan, timm"):
         validate_config({"models": {"imagenet": {"b8": {"source": "tim"}}}}, schema)
@@ -165,8 +165,10 @@ def test_doc_tables_are_generated_from_the_pins():
 
 def test_every_hash_in_the_doc_is_a_pin_and_every_full_pin_is_in_the_doc():
     text = DOC.read_text(encoding="utf-8")
-    full = {parse_checksum(item.checksum)[1] for _, _, pin in all_pins() for item in pin.downloads()
-            if item.checksum.startswith("sha256:")}
+    from calibrepro.evaluation_sets import CIFAR10_1
+
+    downloads = [item for _, _, pin in all_pins() for item in pin.downloads()] + list(CIFAR10_1.values())
+    full = {parse_checksum(item.checksum)[1] for item in downloads if item.checksum.startswith("sha256:")}
     assert set(re.findall(r"\b[0-9a-f]{64}\b", text)) == full
     prefixes = {parse_checksum(pin.weights.checksum)[1] for _, _, pin in all_pins()
                 if pin.weights.checksum.startswith("sha256-prefix:")}
