@@ -209,6 +209,14 @@ def _difference(ours: str, published: str, decimals: int) -> str:
     return f"{delta:+.{decimals}f}"
 
 
+def within_noise(published: str, mean: float, std: float, noise_sigmas: float = 2.0) -> bool:
+    """The split-noise rule (module docstring): ``|p - mean| <= noise_sigmas * std + u/2``, all in
+    printed units, ``u`` one unit of the published value's last printed digit."""
+    tolerance = noise_sigmas * std + 0.5 * 10.0 ** (-decimals_of(published))
+    # the 1e-12 relative slack keeps a value exactly on the boundary inside despite float noise
+    return abs(float(published) - mean) <= tolerance * (1 + 1e-12)
+
+
 def compare(
     metrics: Metrics,
     published: pd.DataFrame,
@@ -249,11 +257,7 @@ def compare(
             identical = None
         mean, std, n = summarise(by_seed)
         mean, std = spec.display(mean), spec.display(std)
-        within = None
-        if n >= 2:
-            tolerance = noise_sigmas * std + 0.5 * 10.0 ** (-decimals)
-            # the 1e-12 relative slack keeps a value exactly on the boundary inside despite float noise
-            within = abs(float(row.value) - mean) <= tolerance * (1 + 1e-12)
+        within = within_noise(row.value, mean, std, noise_sigmas) if n >= 2 else None
         interval = inside = None
         bounds = None if intervals is None else intervals.cells.get(key, {}).get(seed)
         if bounds is not None:

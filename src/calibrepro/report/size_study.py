@@ -26,7 +26,8 @@ from calibrepro.io import atomic_path, read_tidy_csv, write_text
 from calibrepro.report.figures import PDF_METADATA, PNG_METADATA, ordered_methods
 from calibrepro.report.labels import dataset_name, format_number, method_name, metric_spec, short_name
 from calibrepro.report.metrics_file import summarise
-from calibrepro.report.published import decimals_of, load_published, size_sweep_cells
+from calibrepro.report.published import load_published, size_sweep_cells
+from calibrepro.report.reproduction import within_noise
 from calibrepro.report.tables import md_escape
 from calibrepro.size_study import COLUMNS
 
@@ -54,10 +55,7 @@ def published_sweeps(path, metric: str) -> OrderedDict:
 def within_spread(published: str, by_seed: dict[int, float], display) -> bool | None:
     """Whether a published value lies within our subset spread (module docstring); None below two seeds."""
     mean, sd, n = summarise(by_seed)
-    if n < 2:
-        return None
-    tolerance = NOISE_SIGMAS * display(sd) + 0.5 * 10.0 ** (-decimals_of(published))
-    return abs(float(published) - display(mean)) <= tolerance * (1 + 1e-12)
+    return within_noise(published, display(mean), display(sd), NOISE_SIGMAS) if n >= 2 else None
 
 
 def read_size_study(path, metric: str) -> OrderedDict:
