@@ -26,8 +26,11 @@ CPU seconds of the process), peak memory and work of Dir-L2, Dir-ODIR, MS-ODIR (
 products, the refit's loss evaluations, whether every fit converged, the chosen (lambda, mu), the
 NLL on the test half (held out) and on the calibration half.  Peak memory is Python's
 ``tracemalloc`` peak (numpy's arrays included) on the CPU and ``torch.cuda.max_memory_allocated``
-on a GPU.  Where the CPU budget refuses the full grid (K=1000) the refusal is printed and one fit
-at the grid point (0.01, 0.01) is timed instead.  ``--before REV`` runs the same measurements with
+on a GPU.  ``--device cpu|cuda|auto`` (default auto: a GPU when present) picks where the
+full-matrix fits run, so the CPU path can be timed on a machine with a GPU (e.g. under
+``taskset -c 0,1`` for two cores).  Where the CPU budget refuses the full grid the refusal is
+printed and one fit at the grid point (0.01, 0.01) is timed instead; ``--cpu-flop-budget`` raises
+the budget to time the full grid anyway.  ``--before REV`` runs the same measurements with
 the library of git revision REV (its ``src/``, in a child process) and prints both and the ratios.
 
 Cross-check with the ``dirichletcal`` package (Kull et al.'s code, ``--dirichletcal-python``, a
@@ -309,16 +312,15 @@ class Capped(float):
 # --------------------------------------------------------------------------------------------
 # beyond the thesis: Dir-L2, Dir-ODIR, MS-ODIR, ETS; dirichletcal
 # --------------------------------------------------------------------------------------------
-def measured(fn, memory: bool):
+def measured(fn, memory: bool, cuda: bool):
     """(result, seconds, CPU seconds of this process, peak MB or None) of ``fn()``.
 
-    Time from an untraced run.  Peak memory: on a GPU ``torch.cuda.max_memory_allocated`` of
-    that run; on the CPU (``memory=True``) ``tracemalloc``'s peak (numpy's arrays included) of a
+    Time from an untraced run.  Peak memory: on a GPU (``cuda``) ``torch.cuda.max_memory_allocated``
+    of that run; on the CPU (``memory=True``) ``tracemalloc``'s peak (numpy's arrays included) of a
     second, traced run, as tracing slows the first down.
     """
     import tracemalloc
 
-    cuda = torch.cuda.is_available()
     if cuda:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
@@ -370,26 +372,34 @@ def dirichletcal_fit(python, method, zc, yc, lam, mu):
             return out["weights"], out["bias"], float(out["seconds"]), str(out["version"])
 
 
-def beyond_rows(shapes, single: bool, threads: int) -> list[dict]:
-    """Fit Dir-L2, Dir-ODIR, MS-ODIR and ETS on the synthetic halves of each shape; one dict per fit."""
-    from calibrepro.calibrators.dirichlet import CalibrationCostError
+def beyond_rows(shapes, single: bool, threads: int, device: str = "auto", budget: float | None = None) -> list[dict]:
+    """Fit Dir-L2, Dir-ODIR, MS-ODIR and ETS on the synthetic halves of each shape; one dict per fit.
 
+    The full-matrix methods run on ``device`` (auto, cpu, cuda), with ``cpu_flop_budget`` ``budget``
+    where given (else their default); ETS always on the CPU.
+    """
+    from calibrepro.calibrators.dirichlet import CalibrationCostError
+    from calibrepro.inference import select_device
+
+    cuda = select_device(device).type == "cuda"
     rows = []
     for k, n in shapes:
         (zc, yc), (zt, yt) = synthetic(k, n)
         for method in BEYOND:
             matrix = method != "ensemble_temperature_scaling"
-            options, note = ({"threads": threads} if matrix else {}), ""
+            options, note = ({"threads": threads, "device": device} if matrix else {}), ""
+            if matrix and budget is not None:
+                options["cpu_flop_budget"] = budget
             try:
                 if single and matrix:
                     raise CalibrationCostError("--single: one fit at (0.01, 0.01)")
-                cal, secs, cpu, peak = measured(lambda: make_calibrator(method, **options).fit(zc, yc), k < 1000)
+                cal, secs, cpu, peak = measured(lambda: make_calibrator(method, **options).fit(zc, yc), k < 1000, cuda and matrix)
             except CalibrationCostError as exc:
                 note = f"no CV grid: {str(exc).split('(')[0].strip()}"
                 options.update(lambdas=[0.01], mus=[0.01])
-                cal, secs, cpu, peak = measured(lambda: make_calibrator(method, **options).fit(zc, yc), k < 1000)
+                cal, secs, cpu, peak = measured(lambda: make_calibrator(method, **options).fit(zc, yc), k < 1000, cuda and matrix)
             d = getattr(cal, "diagnostics_", {})
-            row = {"k": k, "n": n, "method": method, "seconds": secs, "cpu": cpu, "peak_mb": peak, "note": note,
+            row = {"k": k, "n": n, "method": method, "device": "cuda" if cuda and matrix else "cpu", "seconds": secs, "cpu": cpu, "peak_mb": peak, "note": note,
                    "test_nll": nll(cal.predict_proba(zt), yt), "single": bool(note)}
             if not matrix:
                 row["what"] = f"T={1 / cal.inverse_temperature_:.3f}, w={np.round(cal.weights_, 4).tolist()}"
@@ -410,7 +420,7 @@ def beyond_rows(shapes, single: bool, threads: int) -> list[dict]:
 
 
 def print_beyond(rows, label: str) -> None:
-    where = "GPU allocator" if torch.cuda.is_available() else "tracemalloc, K < 1000"
+    where = "GPU allocator" if any(r.get("device") == "cuda" for r in rows) else "tracemalloc, K < 1000"
     print(f"\n--- {label} ---")
     print(
         f"{'K':>5s} {'method':30s} {'fit s':>8s} {'cpu s':>8s} {'peak MB':>9s} {'fits':>5s} {'Newton':>6s} {'H.v':>6s}"
@@ -429,7 +439,7 @@ def print_beyond(rows, label: str) -> None:
         )
 
 
-def rows_before(revision: str, shapes, single: bool, threads: int) -> list[dict]:
+def rows_before(revision: str, shapes, single: bool, threads: int, device: str, budget: float | None) -> list[dict]:
     """:func:`beyond_rows` of the library at git ``revision`` (its ``src/`` in a temporary folder), in a child."""
     import json
     import subprocess
@@ -441,28 +451,35 @@ def rows_before(revision: str, shapes, single: bool, threads: int) -> list[dict]
         subprocess.run(["tar", "-x", "-C", folder], input=archive.stdout, check=True)
         out = os.path.join(folder, "rows.json")
         command = [sys.executable, os.path.abspath(__file__), "--beyond-only", "--threads", str(threads),
-                   "--beyond-json", out, "--classes", *(str(k) for k, _ in shapes)] + (["--single"] if single else [])
+                   "--device", device, "--beyond-json", out, "--classes", *(str(k) for k, _ in shapes)]
+        command += (["--single"] if single else []) + (["--cpu-flop-budget", repr(budget)] if budget is not None else [])
         subprocess.run(command, check=True, env={**os.environ, "PYTHONPATH": os.path.join(folder, "src")})
         with open(out) as handle:
             return json.load(handle)
 
 
 def bench_beyond(shapes, single: bool = False, threads: int = 2, before: str | None = None,
-                 dirichletcal_python: str | None = None, json_out: str | None = None) -> int:
+                 dirichletcal_python: str | None = None, json_out: str | None = None, device: str = "auto",
+                 budget: float | None = None) -> int:
     """Time, work and result of the methods beyond the thesis; optionally the same at git ``before``
     and the dirichletcal cross-check."""
     import json
 
     from calibrepro.calibrators.dirichlet import log_softmax64
+    from calibrepro.inference import select_device
 
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    rows = beyond_rows(shapes, single, threads)
+    rows = beyond_rows(shapes, single, threads, device, budget)
+    device = select_device(device).type
     if json_out:
         with open(json_out, "w") as handle:
             json.dump(rows, handle)
         return 0
-    print(f"\n=== beyond the thesis (device: {device}, load {os.getloadavg()[0]:.2f}, threads {threads}) ===")
-    old = rows_before(before, shapes, single, threads) if before else None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(
+        f"\n=== beyond the thesis (device: {device}, load {os.getloadavg()[0]:.2f}, threads {threads},"
+        f" {cores} of {os.cpu_count()} cores usable) ==="
+    )
+    old = rows_before(before, shapes, single, threads, device, budget) if before else None
     print_beyond(rows, "this checkout" if not before else f"after (this checkout) vs before ({before})")
     if old:
         print_beyond(old, f"before: {before}")
@@ -578,6 +595,14 @@ def main(argv=None) -> int:
         "--single", action="store_true", help="beyond: one fit at (0.01, 0.01) instead of the CV grid (time per fit)"
     )
     parser.add_argument("--threads", type=int, default=2, help="beyond: threads of the full-matrix fits' folds")
+    parser.add_argument(
+        "--device", choices=["auto", "cpu", "cuda"], default="auto",
+        help="beyond: where the full-matrix fits run (auto: a GPU when present; cpu: time the CPU path on any machine)",
+    )
+    parser.add_argument(
+        "--cpu-flop-budget", type=float, metavar="FLOPS",
+        help="beyond: the full-matrix methods' cpu_flop_budget (default: theirs); raise it to time a refused CV grid",
+    )
     parser.add_argument("--before", metavar="REV", help="beyond: also run the library of git revision REV (e.g. a86c6a6)")
     parser.add_argument("--dirichletcal-python", metavar="PYTHON", help="beyond: a Python with dirichletcal (>= 3.12)")
     parser.add_argument("--beyond-json", metavar="PATH", help=argparse.SUPPRESS)  # --before's child: rows as JSON
@@ -589,7 +614,7 @@ def main(argv=None) -> int:
     if args.beyond_only:
         warnings.filterwarnings("ignore")
         return bench_beyond(chosen[:2] if args.quick else chosen, args.single, args.threads, args.before,
-                            args.dirichletcal_python, args.beyond_json)
+                            args.dirichletcal_python, args.beyond_json, args.device, args.cpu_flop_budget)
 
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)  # torch-uncertainty logs "model is None" on every fit
@@ -696,7 +721,8 @@ def main(argv=None) -> int:
     print(f"grand total (ours, all shapes run): {grand:.2f} s")
     print("load average at end: %.2f %.2f %.2f" % os.getloadavg())
     if args.beyond:
-        bench_beyond(shapes, threads=args.threads, before=args.before, dirichletcal_python=args.dirichletcal_python)
+        bench_beyond(shapes, threads=args.threads, before=args.before, dirichletcal_python=args.dirichletcal_python,
+                     device=args.device, budget=args.cpu_flop_budget)
     if not args.quick:
         estimate = sum(THESIS_MODELS[k] * per_shape[k] for k in THESIS_MODELS)
         print(
