@@ -252,6 +252,13 @@ def main() -> None:
         else:
             cli, cli_logits = best_of(args.repeat, cache_cli)
         same = all(np.array_equal(x, reference) for x in (cached, reference_cached, cli_logits))
+        if not same:  # say which path differs from the bare pass, and by how much
+            _, again = cache_in_process()
+            for label, x in (("cache", cached), ("reference path", reference_cached), ("CLI", cli_logits),
+                             ("cache, second run", again)):
+                print(f"  {model_name}: {label} vs bare forward: max |diff| {np.abs(x - reference).max():.3g}, "
+                      f"top-1 agreement {np.mean(x.argmax(1) == reference.argmax(1)):.6f}; "
+                      f"identical to the first cache: {np.array_equal(x, cached)}")
         accuracy = float((reference.argmax(axis=1) == labels).mean())
         rows.append((model_name, bare, cache, reference_cache, cli, same, accuracy))
     print(f"{'model':<10} {'bare forward':>13} {'cache (in process)':>19} {'reference path':>15} {'cache (CLI)':>12} "

@@ -360,3 +360,12 @@ def test_a_fit_that_did_not_converge_is_marked_in_the_tables(tmp_path):
     table_step(tmp_path / "eval.csv", "nll", tmp_path / "t.md", tmp_path / "t.tex", language="en", bins=15)
     row = [c.strip() for c in (tmp_path / "t.md").read_text().splitlines()[-1].strip("|").split("|")]
     assert row[2:] and not row[2].endswith("‡") and row[3].endswith("‡"), row
+
+
+@pytest.mark.parametrize("device, k, expected", [("auto", 10, "cpu"), ("auto", 320, "cpu"), ("auto", 321, "auto"),
+                                                 ("cuda", 10, "cuda"), ("cpu", 1000, "cpu")])
+def test_auto_takes_a_gpu_only_for_many_classes(device, k, expected):
+    """``device: auto`` fits CIFAR-sized problems on the CPU even where a GPU is present (same bits everywhere)."""
+    asked = []
+    make_calibrator("dirichlet_odir", device=device)._device(k, asked.append)
+    assert asked == [expected]

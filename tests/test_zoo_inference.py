@@ -130,8 +130,13 @@ def test_a_file_that_is_no_checkpoint_is_named(tmp_path):
         load_weights(path)
 
 
-def test_predict_array_gives_the_reference_path_inputs_and_logits():
-    """Batched on-device preprocessing equals ToTensor + Normalize image by image, bit for bit (CPU)."""
+ON_DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU"))]
+
+
+@pytest.mark.parametrize("device", ON_DEVICES)
+def test_predict_array_gives_the_reference_path_inputs_and_logits(device):
+    """Batched on-device preprocessing equals ToTensor + Normalize image by image, bit for bit (CPU, and a GPU
+    where one is present: the reference path's ToTensor runs on the CPU, the batched one on the GPU)."""
     from calibrepro.datasets import ArrayImages
     from calibrepro.inference import predict_array
     from calibrepro.zoo._pretrained import cifar_transform
@@ -142,11 +147,12 @@ def test_predict_array_gives_the_reference_path_inputs_and_logits():
     mean, std = [0.4914, 0.4822, 0.4465], [0.247, 0.243, 0.261]
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Flatten(), torch.nn.Linear(4 * 36, 10))
-    reference = predict(model, ArrayImages(images, labels, cifar_transform(mean, std)), batch_size=10, progress=False)
-    batched = predict_array(model, images, mean, std, batch_size=10, progress=False)
+    dataset = ArrayImages(images, labels, cifar_transform(mean, std))
+    reference = predict(model, dataset, batch_size=10, progress=False, device=device)
+    batched = predict_array(model, images, mean, std, batch_size=10, progress=False, device=device)
     assert batched.dtype == np.float32 and np.array_equal(batched, reference)
     identity = torch.nn.Flatten()  # the inputs themselves
-    inputs = predict_array(identity, images, mean, std, batch_size=7, progress=False)
+    inputs = predict_array(identity, images, mean, std, batch_size=7, progress=False, device=device)
     expected = np.stack([cifar_transform(mean, std)(image).numpy().ravel() for image in images])
     assert np.array_equal(inputs, expected)
     with pytest.raises(ValueError, match="uint8"):

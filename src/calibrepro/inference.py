@@ -201,12 +201,16 @@ def predict_array(
     shape = (1, -1, 1, 1)
     mean_t = torch.as_tensor(mean, dtype=torch.float32, device=device).view(shape)
     std_t = torch.as_tensor(std, dtype=torch.float32, device=device).view(shape)
+    # 255 as a tensor on the device, not a Python number: CUDA divides by a host scalar as a
+    # multiplication by its float32 reciprocal (up to 1 ulp off ToTensor's true division; measured on
+    # an H100: logits up to 1.4e-5 apart), by a device tensor it divides
+    full_scale = torch.full((), 255.0, dtype=torch.float32, device=device)
     outputs = []
     batches = range(0, len(pixels), batch_size)
     with _running(model, device, amp, mc_dropout, seed) as autocast:
         for start in tqdm(batches, desc=desc, unit="batch", disable=not progress, file=sys.stderr):
             batch = pixels[start : start + batch_size].to(device).permute(0, 3, 1, 2).contiguous()
-            inputs = batch.to(torch.float32).div(255).sub(mean_t).div(std_t)
+            inputs = batch.to(torch.float32).div(full_scale).sub(mean_t).div(std_t)
             outputs.append(_forward(model, inputs, autocast, mc_dropout))
     return torch.cat(outputs).cpu().numpy().astype(np.float32, copy=False)
 

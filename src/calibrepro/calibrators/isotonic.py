@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from scipy.interpolate import interp1d
 from scipy.optimize import isotonic_regression as _scipy_isotonic_regression
 
 from calibrepro.calibrators.base import (
@@ -185,16 +186,12 @@ def _pava_like_sklearn(y: np.ndarray, weight: np.ndarray) -> np.ndarray:
 def _interp_f32(t: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """scikit-learn ``IsotonicRegression.predict`` with ``out_of_bounds="clip"`` on float32 input.
 
-    Clip to ``[x[0], x[-1]]``, then ``scipy.interpolate.interp1d``'s ``_call_linear`` in float32:
-    ``slope = (y_hi - y_lo) / (x_hi - x_lo)``, ``slope * (t - x_lo) + y_lo``.
+    Clip to ``[x[0], x[-1]]``, then the same ``scipy.interpolate.interp1d(kind="linear")`` that
+    scikit-learn calls, on float32: its arithmetic changed in SciPy 1.18 (``slope * (t - x_lo) +
+    y_lo`` before, the convex combination of ``y_lo`` and ``y_hi`` since), so calling it keeps the
+    predictions bit-identical to scikit-learn's under any SciPy (the tests check it).
     """
     t = np.clip(t, x[0], x[-1])
     if x.shape[0] == 1:
         return np.full(t.shape, y[0], dtype=np.float32)
-    hi = np.searchsorted(x, t, side="left")
-    np.clip(hi, 1, x.shape[0] - 1, out=hi)
-    lo = hi - 1
-    x_lo = x[lo]
-    y_lo = y[lo]
-    slope = (y[hi] - y_lo) / (x[hi] - x_lo)
-    return slope * (t - x_lo) + y_lo
+    return interp1d(x, y, kind="linear", bounds_error=False, assume_sorted=True)(t).astype(np.float32, copy=False)
