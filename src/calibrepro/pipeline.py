@@ -15,6 +15,10 @@ and ``metrics.csv`` :mod:`calibrepro.report.metrics_file`, reliability JSON
 :mod:`calibrepro.reliability`, bootstrap intervals and paired comparisons
 :mod:`calibrepro.report.uncertainty_files`, the size study :mod:`calibrepro.size_study`.
 
+The fit and evaluate steps serve every task: a task (:mod:`calibrepro.tasks`: classification, regression)
+says how its halves are read, how a calibrator is made, fitted and applied, and how its metrics and
+reliability data are computed and written; the rules name the task.
+
 The Snakefile imports this module to parse the workflow (on every start, dry runs and cluster jobs
 included), so the heavy libraries (torch, scikit-learn, matplotlib: about 4 s) are imported by the
 steps that use them, not here.
@@ -32,16 +36,12 @@ from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 
-from calibrepro.io import load_labels, load_logits, read_json, write_json, write_text
-from calibrepro.metrics import compute_metrics
-from calibrepro.report.metrics_file import NOT_CONVERGED, concatenate_metrics, format_metrics
+from calibrepro.io import load_labels, read_json, write_json, write_text
+from calibrepro.report.metrics_file import NOT_CONVERGED, concatenate_metrics
+from calibrepro.tasks import Task, task_of
 from calibrepro.workers import offload
 
 _logger = logging.getLogger("calibrepro")
-
-
-class SplitMismatchError(ValueError):
-    """A model's labels differ from those its data set's split was drawn from."""
 
 
 class CalibratorFileError(ValueError):
@@ -121,58 +121,37 @@ def split_step(logits_path, calibration_fraction: float, seed: int, output, *, d
         )
 
 
-def _halves(logits_path, split_path, *halves: str) -> list[tuple[np.ndarray, np.ndarray]]:
-    """``(logits, labels)`` of a model for each named half of the split (``"calibration"``, ``"test"``).
-
-    Only those rows are read (:func:`calibrepro.io.load_logits`); the split must have been drawn from
-    the same labels.
-    """
-    from calibrepro.splits import load_split
-
-    labels = load_labels(logits_path)
-    calibration, test, split_labels = load_split(split_path)
-    if not np.array_equal(labels, split_labels):
-        raise SplitMismatchError(
-            f"{logits_path}: its labels differ from those the split {split_path} was drawn from; "
-            "all models of a data set must be evaluated on the same samples in the same order"
-        )
-    rows = {"calibration": calibration, "test": test}
-    parts = [load_logits(logits_path, rows=rows[half]) for half in halves]
-    return [(part.logits, part.labels) for part in parts]
-
-
 @offload
 def fit_step(
-    logits_path,
+    data_path,
     split_path,
     outputs: Mapping[str, str | Path],
     *,
-    bins: int,
+    task: str | Task = "classification",
+    bins: int = 15,
     options: Mapping[str, Mapping] | None = None,
     threads: int = 1,
     log=None,
 ) -> None:
-    """Fit every calibrator named in ``outputs`` (method -> JSON path) on the calibration half.
+    """Fit every calibrator named in ``outputs`` (method -> JSON path) on the calibration half of ``task``.
 
-    The logits are read once for all methods: at K = 1000 loading and checking them costs about as
-    much as one fit. ``options`` maps a method to its hyperparameters from the config's
-    ``calibrator_options`` (e.g. the regularisation grid of ``dirichlet_odir``); only the
-    calibration half is passed on, so cross-validation inside a fit never sees the test half.
-    ``threads`` goes to the calibrators that use threads (the folds of the full-matrix methods'
-    cross-validation; their results do not depend on it). A fit that did not converge is logged
-    as a warning (its JSON says so too).
+    The model's outputs (``data_path``: its logits, for classification) are read once for all methods: at
+    K = 1000 loading and checking them costs about as much as one fit. ``options`` maps a method to its
+    hyperparameters from the config's ``calibrator_options`` (e.g. the regularisation grid of
+    ``dirichlet_odir``); only the calibration half is passed on, so cross-validation inside a fit never
+    sees the test half. ``threads`` goes to the calibrators that use threads (the folds of the
+    full-matrix methods' cross-validation; their results do not depend on it). A fit that did not
+    converge is logged as a warning (its JSON says so too).
     """
-    from calibrepro.calibrators import make_calibrator
-
     with step_log(log) as logger:
-        [(logits, labels)] = _halves(logits_path, split_path, "calibration")
+        task = task_of(task)
+        [half] = task.halves(data_path, split_path, "calibration")
         for method, output in outputs.items():
             start = time.perf_counter()
-            hyperparameters = {**(options or {}).get(method, {}), "bins": bins, "threads": threads}
-            calibrator = make_calibrator(method, **hyperparameters).fit(logits, labels)
-            write_json(output, {**calibrator.to_json(), "calibration_samples": int(len(labels))})
+            calibrator = _fit(task, method, half, options, bins=bins, threads=threads)
+            write_json(output, {**calibrator.to_json(), "calibration_samples": int(len(half.targets))})
             seconds = time.perf_counter() - start
-            logger.info("%s: fitted on %d samples in %.2f s -> %s", method, len(labels), seconds, output)
+            logger.info("%s: fitted on %d samples in %.2f s -> %s", method, len(half.targets), seconds, output)
             diagnostics = getattr(calibrator, "diagnostics_", {})
             if diagnostics.get("converged") is False:
                 logger.warning(
@@ -180,6 +159,12 @@ def fit_step(
                     "raise calibrator_options.%s.max_iter or the regularisation",
                     method, diagnostics.get("stop_reason"), output, method,
                 )
+
+
+def _fit(task: Task, method: str, half, options: Mapping[str, Mapping] | None, *, bins: int, threads: int = 1):
+    """A calibrator of ``method`` made with its ``options`` and the run's ``bins`` and ``threads``, fitted on ``half``."""
+    hyperparameters = {**(options or {}).get(method, {}), "bins": bins, "threads": threads}
+    return task.fit(task.make_calibrator(method, **hyperparameters), half)
 
 
 def logits_shape(logits_path, dataset: str) -> tuple[int, int] | None:
@@ -272,10 +257,8 @@ def fit_plan_summary(jobs: Sequence[tuple], *, calibration_fraction: float, thre
     )
 
 
-def load_calibrator(path, method: str):
-    """The fitted calibrator stored in ``path``, which must hold ``method``."""
-    from calibrepro.calibrators import calibrator_from_json
-
+def load_calibrator(path, method: str, task: str | Task = "classification"):
+    """The fitted calibrator of ``task`` stored in ``path``, which must hold ``method``."""
     data = read_json(path)
     stored = data.get("method") if isinstance(data, dict) else None
     if stored != method:
@@ -283,69 +266,82 @@ def load_calibrator(path, method: str):
             f"{path}: holds a {stored!r} calibrator where {method!r} was expected; "
             "delete the file and run the workflow again to refit it"
         )
-    return calibrator_from_json(data)
+    return task_of(task).calibrator_from_json(data)
 
 
 @offload
 def evaluate_step(
-    logits_path,
+    data_path,
     split_path,
     metrics_output,
     reliability_output,
     *,
-    calibrators: Mapping[str, str | Path],
+    task: str | Task = "classification",
+    calibrators: Mapping[str, str | Path | None],
     metrics: Sequence[str],
-    bins: int,
     dataset: str,
     model: str,
     seed: int,
+    bins: int = 15,
+    options: Mapping[str, Mapping] | None = None,
     calibrated_on=None,
+    replicates_output=None,
+    resamples: int = 0,
+    bootstrap_seed: int = 0,
     log=None,
 ) -> None:
-    """Compute every metric of every calibrator (method -> JSON path) on the test half.
+    """Compute every metric of every calibrator of ``task`` on the test half.
 
-    With ``calibrated_on`` (the logits of another data set, whose calibration half fitted the
-    calibrators; ``split_path`` is then None): on every sample of the shifted set ``dataset``, the
-    test under distribution shift of Ovadia et al. (2019, "Can you trust your model's uncertainty?").
-    Writes the model's rows of ``metrics.csv`` (``metrics_output``) and the reliability-diagram bins
-    of every method (``reliability_output``).
+    ``calibrators``: method -> its fitted JSON (:func:`fit_step`), or None: fitted here on the calibration
+    half with its ``options`` (quick fits: the regression recalibrators, whose fitted state the
+    reliability file records). Writes the model's rows of the task's ``metrics.csv`` (``metrics_output``;
+    ``seed`` is the cell's last column: the split's seed, or a regression split's index) and the
+    reliability data of every method (``reliability_output``). With ``calibrated_on`` (the logits of
+    another data set, whose calibration half fitted the calibrators; ``split_path`` is then None): on
+    every sample of the shifted set ``dataset``, the test under distribution shift of Ovadia et al.
+    (2019, "Can you trust your model's uncertainty?"). With ``replicates_output``: every metric on
+    ``resamples`` bootstrap resamples of the test half too (the metrics' resampled form, seeded by
+    ``bootstrap_seed`` and the cell), where the task computes them in its evaluation (regression).
     """
     with step_log(log) as logger:
-        from calibrepro.reliability import reliability_bins, write_reliability  # scipy.stats: only where used
-
+        task = task_of(task)
         if calibrated_on is None:
-            [(logits, labels)] = _halves(logits_path, split_path, "test")
+            [test] = task.halves(data_path, split_path, "test")
         else:
-            logits, labels = _shifted(logits_path, calibrated_on)
-        fitted = {method: load_calibrator(path, method) for method, path in calibrators.items()}
-        rows, reliability = [], {}
-        for method, calibrator in fitted.items():
+            test = task.shifted(data_path, calibrated_on)
+        here = [method for method, path in calibrators.items() if path is None]
+        calibration = task.halves(data_path, split_path, "calibration")[0] if here else None
+        cell = (dataset, model, seed)
+        resampled_here = replicates_output is not None and resamples > 0
+        weights = task.resample_weights(test, resamples, bootstrap_seed, cell) if resampled_here else None
+        rows, reliability, replicates = [], {}, {}
+        for method, path in calibrators.items():
             start = time.perf_counter()
-            probabilities = calibrator.predict_proba(logits)
-            values = compute_metrics(probabilities, labels, metrics, bins=bins)
+            if path is None:
+                calibrator = _fit(task, method, calibration, options, bins=bins)
+            else:
+                calibrator = load_calibrator(path, method, task)
+            predicted = task.predict(calibrator, test)
+            values = task.metrics(predicted, test, metrics, bins=bins)
             rows += [(dataset, model, method, seed, metric, values[metric]) for metric in metrics]
             if getattr(calibrator, "diagnostics_", {}).get("converged") is False:  # marked in the tables
                 rows.append((dataset, model, method, seed, NOT_CONVERGED, 1.0))
                 logger.warning("%s: its fit did NOT converge (see its JSON); the tables mark its cells", method)
-            reliability[method] = reliability_bins(probabilities, labels, bins=bins)
+            if weights is not None:
+                resampled = task.metrics(predicted, test, metrics, bins=bins, weights=weights)
+                replicates.update({(method, metric): resampled[metric] for metric in metrics})
+            reliability[method] = task.reliability(calibrator, predicted, test, bins=bins)
             summary = ", ".join(f"{metric} {values[metric]:.6g}" for metric in metrics)
             logger.info("%s: %s (%.2f s)", method, summary, time.perf_counter() - start)
-        write_text(metrics_output, format_metrics(rows))
-        write_reliability(reliability_output, dataset=dataset, model=model, seed=seed, bins=bins, methods=reliability)
-        logger.info("%d test samples; wrote %s and %s", len(labels), metrics_output, reliability_output)
-
-
-def _shifted(logits_path, calibrated_on) -> tuple[np.ndarray, np.ndarray]:
-    """``(logits, labels)`` of every sample of a shifted set, whose classes must be those of ``calibrated_on``'s
-    (count, and names where both archives record them: a pinned network's own logits do not)."""
-    shifted, reference = load_logits(logits_path), load_logits(calibrated_on, rows=np.arange(1))
-    names = [archive.metadata.get("classes") for archive in (shifted, reference)]
-    if shifted.logits.shape[1] != reference.logits.shape[1] or (None not in names and names[0] != names[1]):
-        raise SplitMismatchError(
-            f"{logits_path}: its classes differ from those of {calibrated_on}; a shifted data set must "
-            "have the classes of the set it is calibrated on (datasets.<key>.classes, in the same order)"
-        )
-    return shifted.logits, shifted.labels
+        task.write_evaluation(metrics_output, rows)
+        task.write_reliability(reliability_output, test, reliability, dataset=dataset, model=model, seed=seed,
+                               bins=bins)
+        written = [metrics_output, reliability_output]
+        if replicates_output is not None:  # no resamples: a file without replicates
+            task.write_replicates(replicates_output, cell, replicates)
+            written.append(replicates_output)
+        logger.info("%d test rows, %d bootstrap resamples; wrote %s", len(test.targets), resamples if resampled_here else 0,
+                    ", ".join(map(str, written)))
 
 
 def gather_metrics_step(inputs: Sequence[str | Path], output, *, log=None) -> None:
@@ -462,7 +458,7 @@ def bootstrap_step(
 
     with step_log(log) as logger:
         fitted = {method: load_calibrator(path, method) for method, path in calibrators.items()}
-        [(logits, labels)] = _halves(logits_path, split_path, "test")
+        [(logits, labels)] = task_of("classification").halves(logits_path, split_path, "test")
         estimates = _read_estimates(evaluation_csv)
         counts = resample_counts(len(labels), resamples, cell_seed(bootstrap_seed, dataset, model, seed))
         methods = list(fitted)
@@ -544,7 +540,7 @@ def size_study_step(
     from calibrepro.size_study import run_size_study, write_size_study
 
     with step_log(log) as logger:
-        calibration, test = _halves(logits_path, split_path, "calibration", "test")
+        calibration, test = task_of("classification").halves(logits_path, split_path, "calibration", "test")
         total = len(seeds) * len(sizes) * len(methods)
         with tqdm(total=total, desc=f"size study {dataset}/{model}", unit="fit", disable=None) as progress:
             rows = [

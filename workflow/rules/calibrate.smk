@@ -48,7 +48,14 @@ rule fit_calibrators:
             if method in config["calibrator_options"]
         },
     run:
-        pipeline.fit_step(input.logits, input.split, quick_calibrator_paths(wildcards), log=log[0], **params)
+        pipeline.fit_step(
+            input.logits,
+            input.split,
+            quick_calibrator_paths(wildcards),
+            task="classification",
+            log=log[0],
+            **params,
+        )
 
 
 # The full-matrix methods (Dir-L2, Dir-ODIR, MS-ODIR) take seconds to hours: a job each, so that a killed
@@ -77,6 +84,7 @@ rule fit_calibrator:
             input.logits,
             input.split,
             {wildcards.method: output[0]},
+            task="classification",
             log=log[0],
             bins=params.bins,
             options=params.options,

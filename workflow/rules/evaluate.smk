@@ -32,7 +32,15 @@ rule evaluate:
         model=lambda wildcards: wildcards.model,
         seed=lambda wildcards: int(wildcards.seed),
     run:
-        pipeline.evaluate_step(input.logits, input.split, output.metrics, output.reliability, log=log[0], **params)
+        pipeline.evaluate_step(
+            input.logits,
+            input.split,
+            output.metrics,
+            output.reliability,
+            task="classification",
+            log=log[0],
+            **params,
+        )
 
 
 rule metrics:

@@ -31,6 +31,7 @@ rule evaluate_shift:
             None,
             output.metrics,
             output.reliability,
+            task="classification",
             calibrated_on=input.calibrated_on,
             log=log[0],
             **params,
