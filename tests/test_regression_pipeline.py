@@ -40,6 +40,15 @@ def predict(tmp_path, model, options, name=None):
     return output
 
 
+def evaluate(predictions, metrics_output, curves_output, replicates_output, *, model, resamples, bootstrap_seed,
+             log=None):
+    """The regression rule's evaluation: the generic step with the regression task, recalibrators fitted in it."""
+    pipeline.evaluate_step(predictions, None, metrics_output, curves_output, task="regression",
+                           calibrators=dict.fromkeys(METHODS), metrics=METRICS, dataset="toy", model=model, seed=0,
+                           replicates_output=replicates_output, resamples=resamples, bootstrap_seed=bootstrap_seed,
+                           log=log)
+
+
 def test_predict_then_evaluate_writes_the_issue_s_files(cached):
     path = predict(cached, "ensemble", {"members": 2, "epochs": 10, "hidden": 8})
     predictions, split = load_predictions(path), load_split(cached / "split0.npz")
@@ -50,9 +59,8 @@ def test_predict_then_evaluate_writes_the_issue_s_files(cached):
         mixture_mean = (archive["param_means"] * archive["param_weights"]).sum(axis=1)
         assert np.allclose(archive["mean"], mixture_mean) and (archive["std"] > 0).all()
     assert "ensemble member 2/2: epoch 10/10" in (cached / "ensemble.log").read_text()  # progress in the log
-    pipeline.regression_evaluate_step(path, cached / "eval.csv", cached / "curves.json", cached / "boot.npz",
-                                      methods=METHODS, dataset="toy", model="ensemble", split=0, resamples=20,
-                                      bootstrap_seed=0, log=cached / "eval.log")
+    evaluate(path, cached / "eval.csv", cached / "curves.json", cached / "boot.npz", model="ensemble", resamples=20,
+             bootstrap_seed=0, log=cached / "eval.log")
     rows = pd.read_csv(cached / "eval.csv")
     assert list(rows.columns) == ["dataset", "model", "method", "split", "metric", "value"]
     assert list(rows.method.unique()) == METHODS and list(rows.metric.unique()) == METRICS
@@ -82,9 +90,8 @@ def test_steps_are_byte_identical_on_rerun_and_tables_follow(cached):
     again = predict(cached, "evidential", {"epochs": 5, "hidden": 8}, name="b")
     assert first.read_bytes() == again.read_bytes()
     for name in ("a", "b"):
-        pipeline.regression_evaluate_step(cached / f"{name}.npz", cached / f"{name}.csv", cached / f"{name}.json",
-                                          cached / f"{name}_boot.npz", methods=METHODS, dataset="toy",
-                                          model="evidential", split=0, resamples=50, bootstrap_seed=3)
+        evaluate(cached / f"{name}.npz", cached / f"{name}.csv", cached / f"{name}.json", cached / f"{name}_boot.npz",
+                 model="evidential", resamples=50, bootstrap_seed=3)
     assert (cached / "a.csv").read_bytes() == (cached / "b.csv").read_bytes()
     assert (cached / "a.json").read_bytes() == (cached / "b.json").read_bytes()
     assert (cached / "a_boot.npz").read_bytes() == (cached / "b_boot.npz").read_bytes()

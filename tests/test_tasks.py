@@ -125,7 +125,7 @@ def test_classification_steps_go_through_their_task(tmp_path, monkeypatch):
 
 
 def test_an_unknown_task_and_a_classification_replicate_file_are_refused(tmp_path):
-    with pytest.raises(ValueError, match="unknown task 'ranking'; known: classification"):
+    with pytest.raises(ValueError, match="unknown task 'ranking'; known: classification, regression"):
         tasks.task_of("ranking")
     synthetic_logits(tmp_path / "a.npz", n=100, k=3)
     pipeline.split_step(tmp_path / "a.npz", 0.5, 0, tmp_path / "split.npz", dataset="d")
@@ -134,3 +134,34 @@ def test_an_unknown_task_and_a_classification_replicate_file_are_refused(tmp_pat
                                calibrators={"uncalibrated": None}, metrics=["ece"], dataset="d", model="m", seed=0,
                                replicates_output=tmp_path / "b.npz", resamples=10)
     assert not (tmp_path / "e.csv").exists()
+
+
+def test_the_regression_evaluation_goes_through_its_task(tmp_path, monkeypatch):
+    """Gaussian predictions twice as wide as the truth: std scaling, fitted in the step, finds s = 1/2."""
+    from calibrepro.regression.predictions import Part, Predictions, save_predictions
+    from calibrepro.regression.task import RegressionTask
+
+    rng = np.random.default_rng(1)
+    mean = rng.normal(size=4000)
+    y = mean + rng.normal(size=4000)
+
+    def part(rows):
+        return Part(y[rows], rows, np.zeros(rows.size, np.int64), {"mean": mean[rows], "std": np.full(rows.size, 2.0)})
+
+    test, calibration = part(np.arange(2000)), part(np.arange(2000, 4000))
+    save_predictions(tmp_path / "p.npz", Predictions("gaussian", test, calibration), test.params["mean"],
+                     test.params["std"])
+    calls = []
+    original = RegressionTask.predict
+    monkeypatch.setattr(RegressionTask, "predict",
+                        lambda self, calibrator, half: calls.append(calibrator.method) or original(self, calibrator, half))
+    pipeline.evaluate_step(tmp_path / "p.npz", None, tmp_path / "e.csv", tmp_path / "c.json", task="regression",
+                           calibrators={"uncalibrated": None, "std_scaling": None}, metrics=["coverage_90", "rmse"],
+                           dataset="d", model="m", seed=3, replicates_output=tmp_path / "b.npz", resamples=0)
+    assert calls == ["uncalibrated", "std_scaling"]
+    curves = json.loads((tmp_path / "c.json").read_text())
+    assert curves["methods"]["std_scaling"]["recalibrator"]["params"]["scale"] == pytest.approx(0.5, abs=0.02)
+    rows = pd.read_csv(tmp_path / "e.csv").set_index(["method", "metric"]).value
+    assert rows[("uncalibrated", "coverage_90")] > 0.99  # Phi(1.645 * 2) - Phi(-1.645 * 2) = 0.999
+    assert rows[("std_scaling", "coverage_90")] == pytest.approx(0.9, abs=0.02)  # 3 binomial standard errors
+    assert set(pd.read_csv(tmp_path / "e.csv").split) == {3}

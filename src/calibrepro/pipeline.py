@@ -305,12 +305,15 @@ def evaluate_step(
     """
     with step_log(log) as logger:
         task = task_of(task)
-        if calibrated_on is None:
-            [test] = task.halves(data_path, split_path, "test")
-        else:
-            test = task.shifted(data_path, calibrated_on)
         here = [method for method, path in calibrators.items() if path is None]
-        calibration = task.halves(data_path, split_path, "calibration")[0] if here else None
+        if calibrated_on is not None:
+            if here:
+                raise ValueError(f"{', '.join(here)}: a shifted data set is evaluated with fitted calibrator files")
+            test, calibration = task.shifted(data_path, calibrated_on), None
+        elif here:  # both halves from one read
+            calibration, test = task.halves(data_path, split_path, "calibration", "test")
+        else:
+            [test], calibration = task.halves(data_path, split_path, "test"), None
         cell = (dataset, model, seed)
         resampled_here = replicates_output is not None and resamples > 0
         weights = task.resample_weights(test, resamples, bootstrap_seed, cell) if resampled_here else None
@@ -669,68 +672,13 @@ def regression_predict_step(data_path, split_path, output, *, model: str, option
                     len(calibration.y), len(test.y), output)
 
 
-@offload
-def regression_evaluate_step(predictions_path, metrics_output, curves_output, replicates_output, *,
-                             methods: Sequence[str], dataset: str, model: str, split: int, resamples: int,
-                             bootstrap_seed: int, log=None) -> None:
-    """Fit every recalibrator (``methods``) on the calibration part, then on the test part compute every
-    metric (the model's rows of ``results/regression/metrics.csv``), its values on ``resamples`` bootstrap
-    resamples of the test samples (:mod:`calibrepro.regression.uncertainty`; 0: none) and the curves the
-    figures draw: observed vs expected confidence, one- and two-sided
-    (:func:`calibrepro.regression.metrics.accuracy_curve`), and per output (forecast hour) the RMSE and
-    the mean predicted standard deviation."""
-    from calibrepro.io import tidy_csv
-    from calibrepro.regression.distributions import predictive_from_arrays
-    from calibrepro.regression.metrics import LEVELS, REGRESSION_METRICS, accuracy_curve, sample_terms
-    from calibrepro.regression.predictions import load_predictions
-    from calibrepro.regression.recalibration import make_recalibrator
-    from calibrepro.regression.uncertainty import resample_weights, save_replicates
-
-    with step_log(log) as logger:
-        predictions = load_predictions(predictions_path)
-        test, calibration = predictions.test, predictions.calibration
-        weights = resample_weights(test.index, resamples, bootstrap_seed, dataset, model, split) if resamples else None
-        replicates = {}
-        base_test = predictive_from_arrays(predictions.family, test.params)
-        base_calibration = predictive_from_arrays(predictions.family, calibration.params)
-        outputs = np.unique(test.output)
-        rows = []
-        curves = {"levels": LEVELS.tolist(), "outputs": (outputs + 1).tolist(), "order": list(methods), "methods": {}}
-        for method in methods:
-            start = time.perf_counter()
-            recalibrator = make_recalibrator(method).fit(base_calibration, calibration.y)
-            terms = sample_terms(recalibrator.transform(base_test), test.y)
-            values = {name: spec.value(terms) for name, spec in REGRESSION_METRICS.items()}
-            rows += [(dataset, model, method, split, name, value) for name, value in values.items()]
-            if weights is not None:
-                replicates.update({(method, name): spec.value(terms, weights) for name, spec in REGRESSION_METRICS.items()})
-            std = np.sqrt(terms.variance)
-            curves["methods"][method] = {
-                "one_sided": accuracy_curve(terms.pit, LEVELS, "one").tolist(),
-                "two_sided": accuracy_curve(terms.pit, LEVELS, "two").tolist(),
-                "rmse": [float(np.sqrt(terms.squared_error[test.output == o].mean())) for o in outputs],
-                "std": [float(std[test.output == o].mean()) for o in outputs],
-                "recalibrator": recalibrator.to_json(),
-            }
-            summary = ", ".join(f"{name} {value:.4g}" for name, value in values.items())
-            logger.info("%s: %s (%.2f s)", method, summary, time.perf_counter() - start)
-        write_text(metrics_output, tidy_csv(REGRESSION_COLUMNS, rows))
-        write_json(curves_output, curves)
-        save_replicates(replicates_output, (dataset, model, split), replicates)
-        logger.info("%d test rows, %d bootstrap resamples; wrote %s, %s and %s", len(test.y), resamples, metrics_output,
-                    curves_output, replicates_output)
-
-
-#: the columns of ``results/regression/metrics.csv`` and of each model's part of it
-REGRESSION_COLUMNS = ("dataset", "model", "method", "split", "metric", "value")
-
-
 def regression_gather_step(inputs: Sequence[str | Path], output, *, log=None) -> None:
     """Concatenate the per-model regression evaluations, in config order, into ``metrics.csv``."""
     from calibrepro.io import concatenate_csv
+    from calibrepro.regression.report import COLUMNS
 
     with step_log(log) as logger:
-        rows = concatenate_csv(inputs, output, REGRESSION_COLUMNS, what="a regression evaluation file")
+        rows = concatenate_csv(inputs, output, COLUMNS, what="a regression evaluation file")
         logger.info("%d rows from %d evaluation files -> %s", rows, len(inputs), output)
 
 

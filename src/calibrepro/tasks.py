@@ -176,6 +176,7 @@ class ClassificationTask(Task):
 #: the tasks: name -> ``module:Class`` (imported on first use)
 TASKS = {
     "classification": "calibrepro.tasks:ClassificationTask",
+    "regression": "calibrepro.regression.task:RegressionTask",
 }
 
 

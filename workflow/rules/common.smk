@@ -346,6 +346,13 @@ def regression_replicates_paths(wildcards):
     ]
 
 
+def regression_metric_names():
+    """Every regression metric, in the registry's order (the rows of each evaluation)."""
+    from calibrepro.regression.metrics import REGRESSION_METRICS  # scipy: only with a regression part
+
+    return list(REGRESSION_METRICS)
+
+
 def regression_table_outputs():
     """Table name -> (md, tex) of the regression tables (none without a regression part)."""
     if not REGRESSION:
@@ -408,7 +415,7 @@ WORKER_IMPORTS = {
     **dict.fromkeys(["table", "reproduction"], ("calibrepro.report.tables", "calibrepro.report.reproduction")),
     "regression_data": ("calibrepro.regression.data",),
     "regression_predict": ("torch._dynamo", "calibrepro.regression.models", "calibrepro.regression.predictions"),
-    "regression_evaluate": ("calibrepro.regression.recalibration", "calibrepro.regression.predictions"),
+    "regression_evaluate": ("calibrepro.regression.task",),
     "regression_tables": ("calibrepro.regression.report", "calibrepro.report.tables"),
     "regression_figure": ("calibrepro.regression.figures",),
 }

@@ -89,15 +89,23 @@ rule regression_evaluate:
         mem_mb=4000,
         runtime=15,
     params:
-        methods=lambda wildcards: REGRESSION[wildcards.rdataset]["recalibrators"],
+        calibrators=lambda wildcards: dict.fromkeys(REGRESSION[wildcards.rdataset]["recalibrators"]),
+        metrics=lambda wildcards: regression_metric_names(),
         dataset=lambda wildcards: wildcards.rdataset,
         model=lambda wildcards: wildcards.rmodel,
-        split=lambda wildcards: int(wildcards.split),
+        seed=lambda wildcards: int(wildcards.split),
         resamples=UNCERTAINTY["bootstrap"] if UNCERTAINTY["enabled"] else 0,
         bootstrap_seed=UNCERTAINTY["seed"],
     run:
-        pipeline.regression_evaluate_step(
-            input[0], output.metrics, output.curves, output.replicates, log=log[0], **params
+        pipeline.evaluate_step(
+            input[0],
+            None,
+            output.metrics,
+            output.curves,
+            task="regression",
+            replicates_output=output.replicates,
+            log=log[0],
+            **params,
         )
 
 

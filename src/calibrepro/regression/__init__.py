@@ -4,5 +4,6 @@
 (isotonic one- and two-sided, std scaling; registry :data:`~.recalibration.RECALIBRATORS`),
 :mod:`.metrics` (MSCE, miscalibration area, coverage, RMSE, NLL, CRPS, sharpness; registry
 :data:`~.metrics.REGRESSION_METRICS`), :mod:`.data` (UCI wine and crime, the energy series, user
-tables and prediction files).
+tables and prediction files), :mod:`.task` (the regression task on the pipeline's fit/evaluate seam,
+:mod:`calibrepro.tasks`).
 """

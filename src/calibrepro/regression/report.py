@@ -31,6 +31,7 @@ from pathlib import Path
 from calibrepro.io import read_tidy_csv, write_text
 
 PUBLISHED = Path(__file__).resolve().parent.parent / "data" / "regression_published.csv"
+#: the columns of ``results/regression/metrics.csv`` and of each model's part of it (:mod:`.task` writes them)
 COLUMNS = ("dataset", "model", "method", "split", "metric", "value")
 #: the seed-layout tables, then one table per metric (``metric_<name>``)
 SEED_TABLES = ("msce_one_sided", "msce_two_sided", "aleatoric", "aleatoric_rmse")
