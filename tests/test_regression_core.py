@@ -406,7 +406,8 @@ def test_regression_metrics_have_their_own_namespace_in_the_metric_registry():
     assert classification.spec("nll", "regression") is M.REGRESSION_METRICS["nll"]
     assert classification.spec("nll") is classification.METRICS["nll"]
     assert classification.spec("msce") is None and classification.spec("ece", "regression") is None
-    assert interval_method("msce", "auto", "regression") == "percentile" == interval_method("nll", "auto", "regression")
+    assert interval_method("nll", "auto", "regression") == M.REGRESSION_METRICS["nll"].interval
+    assert interval_method("nll", "auto") == classification.METRICS["nll"].interval
     assert interval_method("msce", "basic", "regression") == "basic"
     with pytest.raises(ValueError, match="already registered for regression"):
         classification.register(M.RegressionMetric("nll", M.nll), "regression")

@@ -132,3 +132,18 @@ def test_figures_are_byte_identical_and_average_the_splits(tmp_path):
         first = png.read_bytes(), pdf.read_bytes()
         write_regression_figure(curves, kind, png, pdf, title="energy, ensemble")
         assert first == (png.read_bytes(), pdf.read_bytes()) and first[0].startswith(b"\x89PNG")
+
+
+def test_reproduction_report_marks_ours_outside_a_bias_corrected_interval(tmp_path):
+    """A basic interval of a biased MSCE may exclude our (plug-in) mean: the cell then shows, after †, the
+    bias-corrected estimate the interval is centred on, and a note says so; a percentile interval never."""
+    from calibrepro.bootstrap import Interval
+
+    metrics = metrics_csv(tmp_path)  # wine mc_dropout uncalibrated msce: mean 0.06
+    output = tmp_path / "reproduction.md"
+    key = ("wine", "mc_dropout", "uncalibrated", "msce")
+    write_regression_reproduction(metrics, output, sources=SOURCES, intervals={key: Interval(0.0, 0.05, 0.02)})
+    text = output.read_text()
+    assert "| 0.06000 | [0, 0.05000] † 0.02000 | no |" in text and "†: ours lies outside its interval" in text
+    write_regression_reproduction(metrics, output, sources=SOURCES, intervals={key: Interval(0.0, 0.05, 0.06)})
+    assert "†" not in output.read_text()

@@ -205,10 +205,13 @@ class RegressionMetric(Metric):
     bootstrap interval method of ``uncertainty.interval: auto``) with the term it needs and :meth:`value`
     from terms and weights, which is also its resampled form (weights: a (B, N) block of bootstrap
     counts).  ``function(data, weights, levels)``; ``higher_is_better`` None for coverage (closest to
-    its level is best); the interval method of ``uncertainty.interval: auto`` is ``percentile`` for all of
-    them (no coverage study of their own; ``basic``, the classification study's choice for ECE, gave
-    negative lower bounds for MSCE on wine and crime: resampling 160-200 test samples raises MSCE by more
-    than its value)."""
+    its level is best).  ``interval``, the method of ``uncertainty.interval: auto``, is the regression coverage
+    study's choice (``benchmarks/bench_coverage.py --task regression``, table in benchmarks/README.md):
+    the plug-in calibration errors (MSCE, miscalibration area) are biased upwards and a resample more so, so
+    their percentile interval lies above the truth (coverage 0.00-0.64 for calibrated to mildly
+    miscalibrated models, means over 5 splits): ``basic`` for MSCE and the area, ``debiased`` for the
+    two-sided MSCE, both clipped at 0 (:func:`calibrepro.bootstrap.clip`); ``percentile`` for the means of
+    per-sample terms (coverage, RMSE, NLL, CRPS, sharpness: every method 0.9-0.99)."""
 
     term: str = "pit"
     reference: str = ""
@@ -221,8 +224,9 @@ class RegressionMetric(Metric):
         return self.function(data, weights, levels)
 
 
-def _metric(name, higher, term, function, reference, target=None, bounds=(0.0, None)) -> RegressionMetric:
-    spec = RegressionMetric(name, function, higher, interval="percentile", bounds=bounds, term=term, reference=reference,
+def _metric(name, higher, term, function, reference, target=None, bounds=(0.0, None),
+            interval="percentile") -> RegressionMetric:
+    spec = RegressionMetric(name, function, higher, interval=interval, bounds=bounds, term=term, reference=reference,
                             target=target)
     return register(spec, "regression")
 
@@ -231,11 +235,11 @@ REGRESSION_METRICS: dict[str, RegressionMetric] = {
     m.name: m
     for m in [
         _metric("msce", False, "pit", lambda u, w, levels: msce(u, levels, "one", w),
-                "seed 002; Kuleshov et al. 2018, eq. 9"),
+                "seed 002; Kuleshov et al. 2018, eq. 9", interval="basic"),
         _metric("msce_two_sided", False, "pit", lambda u, w, levels: msce(u, levels, "two", w),
-                "seed 002, central intervals"),
+                "seed 002, central intervals", interval="debiased"),
         _metric("miscalibration_area", False, "pit", lambda u, w, _: miscalibration_area(u, "two", w),
-                "Chung et al. 2021"),
+                "Chung et al. 2021", interval="basic"),
         _metric("coverage_90", None, "pit", lambda u, w, _: coverage(u, 0.9, w), "central 90 % interval", 0.9, (0, 1)),
         _metric("coverage_95", None, "pit", lambda u, w, _: coverage(u, 0.95, w), "central 95 % interval", 0.95,
                 (0, 1)),

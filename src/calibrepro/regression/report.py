@@ -218,13 +218,17 @@ def write_regression_reproduction(metrics_csv, output, *, sources: dict[str, str
              "Ours: the mean over the splits of `results/regression/metrics.csv`; our interval: its "
              f"{percent} bootstrap interval over the test samples (splits fixed; `uncertainty.*`); t-interval: "
              "the 95 % t-interval of that mean over the splits (covers retraining too; it decides \"inside\" "
-             "where there is no bootstrap). A resample's MSCE carries its own sampling noise, so MSCE intervals "
-             "lie mostly above a small estimate. MSCE: one-sided or two-sided, levels 0, 0.01, ..., 1 "
+             "where there is no bootstrap). The plug-in MSCE is biased upwards (a resample's more so): the "
+             "interval of a calibration error is basic or debiased (`uncertainty.interval: auto`, the coverage "
+             "study in benchmarks/README.md), corrected for that bias; for a (nearly) calibrated model no interval "
+             "reaches 95 % coverage, and the t-interval or paired differences compare better. "
+             "MSCE: one-sided or two-sided, levels 0, 0.01, ..., 1 "
              "(`calibrepro.regression.metrics.LEVELS`).", "",
              f"| data set | model | method | metric | reference | published | ours | our {percent} interval | inside "
              "| t-interval |",
              "|---|---|---|---|---|---:|---:|---|---|---|"]
     inside_count = compared = 0
+    marked = False
     for dataset, source in sources.items():
         for (src, model, method, metric, ref), value in published.items():
             if src != source:
@@ -239,11 +243,17 @@ def write_regression_reproduction(metrics_csv, output, *, sources: dict[str, str
             compared += 1
             inside_count += inside
             shown = "—" if boot is None else f"[{number(boot.low)}, {number(boot.high)}]"
+            if boot is not None and boot.centre != mean_sd(ours)[0] and not boot.low <= mean_sd(ours)[0] <= boot.high:
+                shown += f" † {number(boot.centre)}"  # the bias-corrected estimate the interval belongs to
+                marked = True
             t_shown = "—" if t is None else f"[{number(t[0])}, {number(t[1])}]"
             lines.append(f"| {dataset} | {model} | {method} | {metric} | {REFERENCES[ref]} | {value:.3f} | "
                          f"{number(mean_sd(ours)[0])} | {shown} | {'yes' if inside else 'no'} | {t_shown} |")
     lines += ["", f"{inside_count} of {compared} published values lie inside our interval." if compared else
               "No configured data set has published values (sources uci_wine and uci_crime have).", ""]
+    if marked:
+        lines[-1:-1] = ["†: ours lies outside its interval; after † the bias-corrected estimate the interval is "
+                        "centred on (basic and debiased intervals: 2 x ours - the resamples' median)."]
     write_text(output, "\n".join(lines))
 
 
