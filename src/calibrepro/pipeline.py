@@ -460,8 +460,10 @@ def bootstrap_step(
     from calibrepro.report.uncertainty_files import write_comparisons, write_intervals
 
     with step_log(log) as logger:
-        fitted = {method: load_calibrator(path, method) for method, path in calibrators.items()}
-        [(logits, labels)] = task_of("classification").halves(logits_path, split_path, "test")
+        task = task_of("classification")  # its metrics' resampled forms: calibrepro.resampling
+        fitted = {method: load_calibrator(path, method, task) for method, path in calibrators.items()}
+        [test] = task.halves(logits_path, split_path, "test")
+        labels = test.targets
         estimates = _read_estimates(evaluation_csv)
         counts = resample_counts(len(labels), resamples, cell_seed(bootstrap_seed, dataset, model, seed))
         methods = list(fitted)
@@ -471,7 +473,7 @@ def bootstrap_step(
 
         def probabilities():
             for m in tqdm(methods, desc=f"bootstrap {dataset}/{model}", unit="method", disable=None):
-                probs = fitted[m].predict_proba(logits)
+                probs = task.predict(fitted[m], test)
                 if jackknifed:  # BCa's acceleration: a grouped jackknife of those metrics
                     jackknife[m] = jackknife_values(probs, labels, jackknifed, bins=bins)
                 yield m, probs
