@@ -232,7 +232,9 @@ def trained_network(
     else:
         network, history = train(parts, options, device, desc)
         save_weights(path, network, options, history)
-    record = {"weights": str(path), "sha256": weights_digest(network), "from_cache": cached, "history": history}
+    # whether the weights came from the cache is said in the log only: the logits archive of a network
+    # shared by two models (plain and MC-Dropout) must not depend on which job trained it
+    record = {"weights": str(path), "sha256": weights_digest(network), "history": history}
     return network, record
 
 
