@@ -34,8 +34,9 @@ are 0.  Population values in closed form (:func:`regression_population`).  A rep
 and B resampled values exactly as ``regression_evaluate_step`` does (``resample_weights``: the
 pipeline's counts), and the interval of their *mean over the splits*, as the reproduction report
 makes it (``regression.uncertainty.mean_intervals``).  With ``--windows H`` a test set is n sliding
-windows of H forecast hours over one AR(1) error series (hourly correlation :data:`AR`), resampled by
-whole windows as the pipeline resamples a time series (the energy data set).  Methods: percentile,
+windows of H forecast hours over one AR(1) error series (hourly correlation :data:`AR`), resampled as
+the pipeline resamples a time series (the energy data set): in circular blocks of consecutive windows
+(``regression.uncertainty.block_counts``).  Methods: percentile,
 basic and debiased (BCa needs a jackknife the regression pipeline does not compute).
 
     nice -n 10 .venv/bin/python benchmarks/bench_coverage.py [--replications 200] [--resamples 1000] [--jobs 2]

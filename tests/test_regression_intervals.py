@@ -13,7 +13,14 @@ import pytest
 from calibrepro import bootstrap as B
 from calibrepro.regression import metrics as M
 from calibrepro.regression.distributions import Gaussian
-from calibrepro.regression.uncertainty import load_replicates, mean_intervals, resample_weights, save_replicates
+from calibrepro.regression.uncertainty import (
+    BLOCK_HORIZONS,
+    block_counts,
+    load_replicates,
+    mean_intervals,
+    resample_weights,
+    save_replicates,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 REGRESSION_METHODS = ("percentile", "basic", "debiased")  # BCa needs a jackknife the regression part has not
@@ -118,3 +125,29 @@ def test_the_coverage_study_s_closed_form_truth_matches_the_metrics_on_a_large_s
     for name in names:
         tolerance = 2e-4 if name.startswith(("msce", "coverage")) else 3e-3
         assert got[name] == pytest.approx(truth[name], rel=tolerance * 10, abs=tolerance), name
+
+
+def test_a_table_s_samples_are_resampled_one_by_one_as_before():
+    """One row per sample: the multinomial counts of the classification bootstrap, same seed, same draws."""
+    index = np.array([4, 9, 2, 7, 5])  # a split's sample rows, not in order
+    weights = resample_weights(index, 30, 3, "wine", "mc_dropout", 1)
+    counts = B.resample_counts(5, 30, B.bootstrap_seed(3, "regression", "wine", "mc_dropout", 1))
+    assert np.array_equal(weights, counts[:, np.argsort(np.argsort(index))].astype(float))
+
+
+def test_a_time_series_is_resampled_in_circular_blocks_of_consecutive_windows():
+    """Windows of H rows: blocks of BLOCK_HORIZONS * H consecutive windows, wrapping around; every resample
+    draws as many windows as there are; a block as long as the series draws each window once."""
+    counts = block_counts(50, 200, 6, 0)
+    assert counts.shape == (200, 50) and (counts.sum(axis=1) == 50).all()
+    assert (block_counts(10, 5, 10, 1) == 1).all() and (block_counts(10, 5, 99, 1) == 1).all()
+    drawn = counts > 0
+    neighbours = (drawn & np.roll(drawn, -1, axis=1)).mean()
+    assert neighbours > 0.5 > drawn.mean() ** 2  # neighbours are drawn together, unlike one by one (0.4)
+    hours = 4
+    index = np.repeat(np.arange(100), hours)
+    weights = resample_weights(index, 50, 0, "energy", "ensemble", 0)
+    windows = weights[:, ::hours]
+    assert np.array_equal(weights, np.repeat(windows, hours, axis=1))
+    expected = block_counts(100, 50, BLOCK_HORIZONS * hours, B.bootstrap_seed(0, "regression", "energy", "ensemble", 0))
+    assert np.array_equal(windows, expected)
