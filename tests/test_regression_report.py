@@ -147,3 +147,15 @@ def test_reproduction_report_marks_ours_outside_a_bias_corrected_interval(tmp_pa
     assert "| 0.06000 | [0, 0.05000] † 0.02000 | no |" in text and "†: ours lies outside its interval" in text
     write_regression_reproduction(metrics, output, sources=SOURCES, intervals={key: Interval(0.0, 0.05, 0.06)})
     assert "†" not in output.read_text()
+
+
+def test_the_t_interval_is_clipped_to_the_metric_range(tmp_path):
+    """MSCE 0.001/0.002/0.009 over three splits: mean - t s / sqrt(3) < 0, shown (and compared) from 0."""
+    rows = [("wine", "mc_dropout", "uncalibrated", split, "msce", value) for split, value in enumerate([0.001, 0.002, 0.009])]
+    metrics = tmp_path / "metrics.csv"
+    metrics.write_text(tidy_csv(COLUMNS, rows))
+    output = tmp_path / "reproduction.md"
+    write_regression_reproduction(metrics, output, sources=SOURCES)
+    low, high = t_interval({0: 0.001, 1: 0.002, 2: 0.009})
+    assert low < 0
+    assert f"| 0.004000 | — | no | [0, {number(high)}] |" in output.read_text()

@@ -126,6 +126,18 @@ def t_interval(values, level: float = 0.95) -> tuple[float, float] | None:
     return mean - half, mean + half
 
 
+def clipped(bounds: tuple[float, float] | None, metric: str) -> tuple[float, float] | None:
+    """``bounds`` intersected with the metric's range (``RegressionMetric.bounds``; an MSCE cannot be
+    negative), as every bootstrap interval is (:func:`calibrepro.bootstrap.clip`)."""
+    from calibrepro.bootstrap import Interval, clip
+    from calibrepro.regression.metrics import REGRESSION_METRICS
+
+    if bounds is None or metric not in REGRESSION_METRICS:
+        return bounds
+    result = clip(Interval(bounds[0], bounds[1], bounds[0]), *REGRESSION_METRICS[metric].bounds)
+    return result.low, result.high
+
+
 def number(value: float) -> str:
     """Four significant digits, no exponent (0.003912, 0.6213, 60.87, 3386)."""
     if value == 0 or not math.isfinite(value):
@@ -236,7 +248,7 @@ def write_regression_reproduction(metrics_csv, output, *, sources: dict[str, str
             ours = metrics.get((dataset, model, method, metric))
             if not ours:
                 continue
-            t = t_interval(ours)
+            t = clipped(t_interval(ours), metric)
             boot = intervals.get((dataset, model, method, metric))
             bounds = (boot.low, boot.high) if boot is not None else t
             inside = bounds is not None and bounds[0] <= value <= bounds[1]
