@@ -44,7 +44,7 @@ expects ``folds`` fits for every grid point of the three strongest lambdas plus 
 (:meth:`expected_fits`: the early stop ends the path at the first lambda that scores worse than a
 stronger one; measured: after the second at K = 100), at most ``folds * len(grid) + 1``
 (:meth:`planned_fits`, what a Slurm job's runtime is sized for).  Above ``cpu_flop_budget``
-(default 1e14, a few hours on 2 cores) the expected work makes :meth:`fit` fail at once on the CPU
+(default 1e14, about an hour of one core at the nominal speed) the expected work makes :meth:`fit` fail at once on the CPU
 with a message saying what to change (a GPU, a single grid point, fewer folds or grid points).  A
 GPU has no limit.
 """
@@ -65,11 +65,11 @@ from calibrepro.calibrators.newton import SoftmaxRegression, array_ops, penalty_
 DEFAULT_LAMBDAS = (1e-2, 1e-1, 1.0, 10.0, 100.0)
 DEFAULT_MUS = (1e-2, 1.0, 100.0)
 #: cost model of one fit in N x K x K matrix products, with the block-Jacobi preconditioner
-#: (K <= newton._BLOCK_MAX_K) and with the diagonal one, and the speed of one core it is converted to
-#: time with: measured on the 2-core build machine, 57 GFLOP/s float32 and 23 GFLOP/s float64
-#: single-threaded at K = 100 (the Hessian products are float32); 3e10 with the elementwise work
-#: (see :func:`estimated_flops`)
-_PRODUCTS_PER_FIT = {"blocks": 200, "diagonal": 1200}
+#: (K <= newton._BLOCK_MAX_K) and with the diagonal-plus-rank-one one (K > newton._BLOCK_MAX_K), and
+#: the speed of one core it is converted to time with: measured on the 2-core build machine, 57
+#: GFLOP/s float32 and 23 GFLOP/s float64 single-threaded at K = 100 (the Hessian products are
+#: float32), 72 GFLOP/s float32 at K = 1000; 3e10 with the elementwise work (see :func:`estimated_flops`)
+_PRODUCTS_PER_FIT = {"blocks": 200, "rank-one": 120}
 _CPU_FLOPS = 3e10
 #: ``device: auto`` fits on a GPU only above this many classes (:meth:`_MatrixCalibrator._device`)
 _GPU_MIN_K = 320
@@ -85,11 +85,18 @@ def estimated_flops(n: int, k: int, fits: int) -> float:
     conjugate-gradient step, counted in CPU seconds along the default paths on the benchmark's
     synthetic logits (``bench_calibrators.py --beyond``): at K = 100 with the block-Jacobi
     preconditioner 130-270 per fit (Dir-ODIR/MS-ODIR, Dir-L2) in CPU time, the blocks' formation
-    included; the diagonal preconditioner (K > 320) needs about 1,150.
+    included.  K > 320, from the K = 1000 work (25,000 samples, default grids and CV, on a GPU with
+    the earlier plain diagonal preconditioner: 108 / 162 / 108 Hessian products and 3.6 / 3.2 / 4.8
+    Newton iterations per fit, Dir-ODIR / MS-ODIR / Dir-L2) priced with the CPU seconds of one core
+    on a fold (20,000 samples): 1.18 s a Hessian product, 3.2 s a Newton iteration's loss,
+    gradient and preconditioner: 140-200 s a fit, at most 120 products of the calibration half's
+    size.  The diagonal-plus-rank-one preconditioner needs fewer products than that diagonal at
+    K = 100 and 320 (``benchmarks/bench_newton_path.py``); its K = 1000 count is not yet measured,
+    so the diagonal's stays the bound.
     """
     from calibrepro.calibrators.newton import _BLOCK_MAX_K
 
-    per_fit = _PRODUCTS_PER_FIT["blocks" if k <= _BLOCK_MAX_K else "diagonal"]
+    per_fit = _PRODUCTS_PER_FIT["blocks" if k <= _BLOCK_MAX_K else "rank-one"]
     return float(fits) * per_fit * 2.0 * n * k * k
 
 
