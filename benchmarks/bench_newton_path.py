@@ -13,7 +13,8 @@ early stop's usual reach: 2 at K = 1000 on the GPU).  Printed per fit and in tot
 iterations, Hessian-vector products, loss and gradient at the end, and the CPU seconds of the
 process (single-threaded BLAS, as the fits run).  ``--no-blocks`` sets
 ``newton._BLOCK_MAX_K = 0``: the preconditioner of K > 320 at any K (to compare it with the
-block-Jacobi one).  An older library: ``git archive REV src | tar -x -C /tmp/rev`` and run with
+block-Jacobi one); ``--no-shift-correction`` leaves out its correction on the softmax's flat
+directions (``newton._SHIFT_CORRECTION``).  An older library: ``git archive REV src | tar -x -C /tmp/rev`` and run with
 ``PYTHONPATH=/tmp/rev/src``.
 """
 
@@ -76,12 +77,15 @@ def main(argv=None) -> int:
     parser.add_argument("--levels", type=int, default=2, help="the strongest lambdas of the path to fit")
     parser.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS)
     parser.add_argument("--no-blocks", action="store_true", help="the K > 320 preconditioner at every K")
+    parser.add_argument("--no-shift-correction", action="store_true", help="without newton._SHIFT_CORRECTION")
     args = parser.parse_args(argv)
     from calibrepro.calibrators import newton
 
     if args.no_blocks:
         newton._BLOCK_MAX_K = 0
-    print(f"load average {os.getloadavg()[0]:.2f}; no blocks {args.no_blocks}")
+    if args.no_shift_correction:
+        newton._SHIFT_CORRECTION = False
+    print(f"load average {os.getloadavg()[0]:.2f}; no blocks {args.no_blocks}; no shift correction {args.no_shift_correction}")
     for k in args.classes:
         for method in args.methods:
             print(f"K={k} {args.samples} samples (fold: {args.samples * 4 // 5}) {method}:", flush=True)

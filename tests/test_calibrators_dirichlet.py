@@ -273,7 +273,7 @@ def frequency_problem(k=4, distinct=40, seed=14):
     return x, y
 
 
-@pytest.mark.parametrize("step", ["formed-hessian", "cg-block-jacobi", "cg-diagonal"])
+@pytest.mark.parametrize("step", ["formed-hessian", "cg-block-jacobi", "cg-diagonal-rank-one"])
 def test_newton_converges_to_a_known_optimum(step, monkeypatch):
     from calibrepro.calibrators import newton
     from calibrepro.calibrators.newton import SoftmaxRegression, penalty_weights
@@ -281,7 +281,7 @@ def test_newton_converges_to_a_known_optimum(step, monkeypatch):
     dense = step == "formed-hessian"
     if not dense:
         monkeypatch.setattr(newton, "_DENSE_MAX", 0)
-    if step == "cg-diagonal":
+    if step == "cg-diagonal-rank-one":
         monkeypatch.setattr(newton, "_BLOCK_MAX_K", 0)
 
     x, y = frequency_problem()
@@ -329,8 +329,50 @@ def test_path_chooses_like_independent_cold_start_fits(method):
     assert np.array_equal(stopped.weights_, cal.weights_)
 
 
+def test_rank_one_preconditioner_is_the_exact_inverse_of_its_blocks():
+    """Per class, diagonal plus the intercept penalty's rank one, ``D_i + cb a a^T``, inverted exactly."""
+    from calibrepro.calibrators.newton import SoftmaxRegression, penalty_weights
+
+    rng = np.random.default_rng(21)
+    n, k = 300, 6
+    x = log_softmax64(rng.normal(size=(n, k)) * 3)  # Dirichlet features: large column means m
+    problem = SoftmaxRegression(x, rng.integers(0, k, n))
+    cw, cb = penalty_weights("odir", k, 0.5, 30.0)
+    p = rng.dirichlet(np.ones(k), n)
+    _, precondition = problem.hessian_parts(p, cw, cb)
+    rw, rc = rng.normal(size=(k, k)), rng.normal(size=k)
+    zw, zc = precondition(rw, rc)
+    xc, v, a = x - x.mean(axis=0), p * (1 - p), np.append(-x.mean(axis=0), 1.0)
+    for i in range(k):
+        diagonal = np.append((v[:, i : i + 1] * xc**2).mean(axis=0) + cw[i], v[:, i].mean())
+        exact = np.linalg.solve(np.diag(diagonal) + cb * np.outer(a, a), np.append(rw[i], rc[i]))
+        np.testing.assert_allclose(np.append(zw[i], zc[i]), exact, rtol=1e-5)
+
+
+@pytest.mark.parametrize("penalty, mu", [("odir", 0.3), ("l2", 0.0), ("odir", 0.0)])
+def test_shift_correction_inverts_the_hessian_on_the_softmax_flat_directions(penalty, mu):
+    """``Z (Z^T H Z)^+ Z^T`` with ``Z`` the shifts of every class's parameters by one vector, H from its products."""
+    from calibrepro.calibrators.newton import SoftmaxRegression, penalty_weights
+
+    rng = np.random.default_rng(23)
+    n, k = 300, 5
+    problem = SoftmaxRegression(log_softmax64(rng.normal(size=(n, k)) * 3), rng.integers(0, k, n))
+    cw, cb = penalty_weights(penalty, k, 0.5, mu)
+    p32 = rng.dirichlet(np.ones(k), n).astype(np.float32)
+    columns = []
+    for unit in np.eye(k * (k + 1)):
+        hw, hc = problem.hessp(p32, unit.reshape(k, k + 1)[:, :k], unit.reshape(k, k + 1)[:, k], cw, cb)
+        columns.append(np.hstack([hw, hc[:, None]]).reshape(-1))
+    z = np.kron(np.ones((k, 1)), np.eye(k + 1))
+    r = rng.normal(size=(k, k + 1))
+    exact = z @ np.linalg.pinv(z.T @ np.array(columns).T @ z, rcond=1e-6, hermitian=True) @ z.T @ r.reshape(-1)
+    uw, uc = problem._shift_correction(cw, cb)(r[:, :k], r[:, k])
+    got = np.hstack([np.broadcast_to(uw, (k, k)), np.broadcast_to(uc, (k,))[:, None]]).reshape(-1)
+    np.testing.assert_allclose(got, exact, rtol=1e-4, atol=1e-6 * np.abs(exact).max())
+
+
 @pytest.mark.parametrize("method", ["dirichlet_l2", "dirichlet_odir", "matrix_scaling_odir"])
-def test_diagonal_and_block_preconditioners_reach_the_same_fit(method, monkeypatch):
+def test_rank_one_and_block_preconditioners_reach_the_same_fit(method, monkeypatch):
     """The preconditioner only chooses the CG directions: both stop at the optimum within the tolerance."""
     from calibrepro.calibrators import newton
 
@@ -339,15 +381,15 @@ def test_diagonal_and_block_preconditioners_reach_the_same_fit(method, monkeypat
     monkeypatch.setattr(newton, "_DENSE_MAX", 0)
     blocks = make_calibrator(method, **options).fit(z, y)
     monkeypatch.setattr(newton, "_BLOCK_MAX_K", 0)
-    diagonal = make_calibrator(method, **options).fit(z, y)
-    for fit in (blocks, diagonal):
+    rank_one = make_calibrator(method, **options).fit(z, y)
+    for fit in (blocks, rank_one):
         assert fit.diagnostics_["converged"] and fit.diagnostics_["n_hessp"] > 0
-    np.testing.assert_allclose(diagonal.weights_, blocks.weights_, atol=1e-6)
-    np.testing.assert_allclose(diagonal.bias_, blocks.bias_, atol=1e-6)
-    assert abs(diagonal.diagnostics_["final_loss"] - blocks.diagnostics_["final_loss"]) < 1e-12
+    np.testing.assert_allclose(rank_one.weights_, blocks.weights_, atol=1e-6)
+    np.testing.assert_allclose(rank_one.bias_, blocks.bias_, atol=1e-6)
+    assert abs(rank_one.diagnostics_["final_loss"] - blocks.diagnostics_["final_loss"]) < 1e-12
 
 
-@pytest.mark.parametrize("k", [5, 40, 0], ids=["formed-hessian", "cg-block-jacobi", "cg-diagonal"])
+@pytest.mark.parametrize("k", [5, 40, 0], ids=["formed-hessian", "cg-block-jacobi", "cg-diagonal-rank-one"])
 def test_fits_are_identical_for_any_thread_count(k, monkeypatch):
     from calibrepro.calibrators import newton
 

@@ -65,11 +65,11 @@ from calibrepro.calibrators.newton import SoftmaxRegression, array_ops, penalty_
 DEFAULT_LAMBDAS = (1e-2, 1e-1, 1.0, 10.0, 100.0)
 DEFAULT_MUS = (1e-2, 1.0, 100.0)
 #: cost model of one fit in N x K x K matrix products, with the block-Jacobi preconditioner
-#: (K <= newton._BLOCK_MAX_K) and with the diagonal one (K > newton._BLOCK_MAX_K), and
+#: (K <= newton._BLOCK_MAX_K) and with the diagonal-plus-rank-one one (K > newton._BLOCK_MAX_K), and
 #: the speed of one core it is converted to time with: measured on the 2-core build machine, 57
 #: GFLOP/s float32 and 23 GFLOP/s float64 single-threaded at K = 100 (the Hessian products are
 #: float32), 72 GFLOP/s float32 at K = 1000; 3e10 with the elementwise work (see :func:`estimated_flops`)
-_PRODUCTS_PER_FIT = {"blocks": 200, "diagonal": 120}
+_PRODUCTS_PER_FIT = {"blocks": 200, "rank-one": 120}
 _CPU_FLOPS = 3e10
 #: ``device: auto`` fits on a GPU only above this many classes (:meth:`_MatrixCalibrator._device`)
 _GPU_MIN_K = 320
@@ -86,16 +86,16 @@ def estimated_flops(n: int, k: int, fits: int) -> float:
     synthetic logits (``bench_calibrators.py --beyond``): at K = 100 with the block-Jacobi
     preconditioner 130-270 per fit (Dir-ODIR/MS-ODIR, Dir-L2) in CPU time, the blocks' formation
     included.  K > 320, from the K = 1000 work (25,000 samples, default grids and CV, on a GPU with
-    the diagonal preconditioner: 108 / 162 / 108 Hessian products and 3.6 / 3.2 / 4.8
+    the earlier plain diagonal preconditioner: 108 / 162 / 108 Hessian products and 3.6 / 3.2 / 4.8
     Newton iterations per fit, Dir-ODIR / MS-ODIR / Dir-L2) priced with the CPU seconds of one core
     on a fold (20,000 samples): 1.18 s a Hessian product, 3.2 s a Newton iteration's loss,
     gradient and preconditioner: 140-200 s a fit, at most 120 products of the calibration half's
-    size (measured on one fold's strongest lambda at K = 1000 on the CPU: 330 products, 454 CPU s
-    for 3 fits, ``benchmarks/bench_newton_path.py``).
+    size.  The diagonal-plus-rank-one preconditioner's own K = 1000 GPU counts (the same run, lead's
+    H100): 118 / 59 / 108 Hessian products per fit, so the diagonal's stay the bound.
     """
     from calibrepro.calibrators.newton import _BLOCK_MAX_K
 
-    per_fit = _PRODUCTS_PER_FIT["blocks" if k <= _BLOCK_MAX_K else "diagonal"]
+    per_fit = _PRODUCTS_PER_FIT["blocks" if k <= _BLOCK_MAX_K else "rank-one"]
     return float(fits) * per_fit * 2.0 * n * k * k
 
 

@@ -25,17 +25,25 @@ the K diagonal blocks of ``H``, one ``(K+1) x (K+1)`` block per class i (the par
 data part costs about 20 Hessian products at K = 100, so it is kept across Newton iterations and
 across the fits of one data set (the warm-started path moves ``P`` little) and recomputed only
 after a solve that needed more than ``_REFRESH_CG`` products; the penalty is added exactly per
-fit.  Measured at K = 100 (one fold's Dir-ODIR path): 905 Hessian products with the diagonal
-preconditioner, 175 with the blocks.  Elsewhere (K > ``_BLOCK_MAX_K``, a GPU) the diagonal of ``H``.
-Tried and not kept for K > 320 (``benchmarks/bench_newton_path.py``; benchmarks/README.md, issue
-18 session 8): per class the diagonal plus the intercept penalty's exact rank one ``cb a a^T``
-(Sherman-Morrison), with or without the exact inverse on the softmax's flat shift directions:
-2-4x fewer products than the diagonal at K = 100 (233 / 167 / 80 against 951 / 718 / 346 on one
-fold's Dir-ODIR / MS-ODIR / Dir-L2 path) and 2x fewer at K = 320, but more at K = 1000, the case
-it was for (one fold of 20,000 samples, Dir-ODIR at lambda = 100: 542-625 products, 693-774 CPU s
-against the diagonal's 330 and 454).  Also not kept: each block's exact diagonal in the eigenbasis
-of the features' covariance (EKFAC: George et al. 2018, "Fast approximate natural gradient descent
-in a Kronecker-factored eigenbasis"): 40,624 / 1,293 / 382 products at K = 100.
+fit.  Elsewhere (K > ``_BLOCK_MAX_K``, a GPU) per class the diagonal of its block plus the
+penalty's exact rank one: the intercept ``b_i = c_i - W_i. m`` is penalised, which adds
+``cb a a^T``, ``a = (-m, 1)``, to the block; inverted by the Sherman-Morrison formula (O(K^2) memory
+and work, one N x K x K product to form).  On Dirichlet features ``m`` is large (the mean
+log-probabilities) and this rank one dominates the block: the plain diagonal left it to CG.
+Measured on one fold's default paths (``benchmarks/bench_newton_path.py``, K = 100, 4,000
+samples; Dir-ODIR / MS-ODIR / Dir-L2): 951 / 718 / 346 Hessian products with the diagonal, 344 /
+196 / 165 with the diagonal plus rank one, 178 / 192 / 137 with the blocks.  To it is added the
+exact inverse of ``H`` on the K + 1 directions that shift every class's parameters alike, where
+the softmax is flat and only the penalty curves ``H`` (:meth:`SoftmaxRegression._shift_correction`):
+233 / 167 / 80 products on the paths above (with the blocks instead: 189 / 198 / 98, not kept).
+Tried and not kept: the features' correlation matrix scaled per class (a Kronecker
+approximation of each block; 25-100 % more CG iterations than the diagonal at K = 10 and 100);
+each block's exact diagonal in the eigenbasis of the features' covariance (EKFAC: George et al.
+2018, "Fast approximate natural gradient descent in a Kronecker-factored eigenbasis"), also with
+the classes' Kronecker factor: without the rank one, 40,624 / 1,293 / 382 products on the paths
+above; with it, the preconditioned Hessian's condition number (formed at K = 20, 1,600 samples,
+four (method, lambda, mu)) was 1.3-4x that of the diagonal plus rank one: a basis shared by all
+classes loses each block's class-specific diagonal (a class's own feature).
 
 Precision.  Loss and gradient are computed in float64; the Hessian products, which only choose
 the search direction, in float32 (measured at K = 100: 2.5x faster products, the same fitted
@@ -68,6 +76,8 @@ _DENSE_MAX = 1000
 #: its data part is recomputed after a CG solve longer than ``_REFRESH_CG`` products
 _BLOCK_MAX_K = 320
 _REFRESH_CG = 20
+#: the rank-one preconditioner with the exact inverse on the softmax's flat directions added
+_SHIFT_CORRECTION = True
 #: the block data from one N x (K+1)(K+2)/2 table of feature products when it is at most this large
 _TABLE_BYTES = 2**27
 
@@ -188,17 +198,29 @@ class SoftmaxRegression:
 
     # --- float32 Hessian products --------------------------------------------------------------
     def hessian_parts(self, p, cw, cb):
-        """(float32 probabilities, the preconditioner: ``(rW, rc) -> M^-1 (rW, rc)``)."""
+        """(float32 probabilities, the diagonal-plus-rank-one preconditioner ``(rW, rc) -> M^-1 (rW, rc)``).
+
+        Per class i, ``M_i = D_i + cb a a^T`` on the parameters ``(W_i., c_i)``: ``D_i`` the diagonal
+        of the data Hessian plus ``cw_i.``, ``a = (-m, 1)`` the exact penalty of the intercept
+        ``b_i = c_i - W_i. m`` (rank one), inverted by the Sherman-Morrison formula; one N x K x K
+        product to form, O(K^2) to apply.
+        """
         ops = self.ops
         p32 = ops.cast(p, ops.float32)
         v = p32 * (1.0 - p32)
-        data = ops.cast((v.T @ self._xc2) / self.n, ops.float64)
-        dw = data + cw + cb * (self._m * self._m)[None, :]
-        dc = ops.cast((self._ones_n32 @ v) / self.n, ops.float64) + cb
+        dw = ops.cast((v.T @ self._xc2) / self.n, ops.float64) + cw
+        dc = ops.cast((self._ones_n32 @ v) / self.n, ops.float64)
         inv_w, inv_c = 1.0 / ops.maximum(dw, 0 * dw + 1e-12), 1.0 / ops.maximum(dc, 0 * dc + 1e-12)
-        # Tried and not kept: the diagonal scaling of the features' correlation matrix (a Kronecker
-        # approximation of each class's block): 25-100 % more CG iterations at K = 10 and 100.
-        return p32, lambda rw, rc: (rw * inv_w, rc * inv_c)
+        m = self._m
+        # Sherman-Morrison: (D + cb a a^T)^-1 r = D^-1 r - cb D^-1 a (a^T D^-1 r) / (1 + cb a^T D^-1 a)
+        scale = cb / (1.0 + cb * ((inv_w * (m * m)[None, :]) @ self._ones_k + inv_c))
+
+        def precondition(rw, rc):
+            zw, zc = rw * inv_w, rc * inv_c
+            t = (zc - zw @ m) * scale  # cb (a^T D^-1 r) / (1 + cb a^T D^-1 a) per class
+            return zw + (t[:, None] * inv_w) * m[None, :], zc - t * inv_c
+
+        return p32, precondition
 
     def hessp(self, p32, v, d, cw, cb):
         """``H (V, d)`` at the probabilities ``p32``: the data term in float32, the penalty in float64."""
@@ -275,6 +297,35 @@ class SoftmaxRegression:
 
         return precondition
 
+    def _shift_correction(self, cw, cb):
+        """``(rW, rc) -> Z E^+ Z^T (rW, rc)``: the exact inverse of ``H`` on the softmax's flat directions.
+
+        Adding one vector ``(u, u_0)`` to every class's parameters ``(W_i., c_i)`` leaves every
+        softmax, so the data term, unchanged: on these K + 1 directions (the columns of ``Z``)
+        only the penalty curves ``H``, and ``E = Z^T H Z = diag(sum_i cw_i., 0) + K cb a a^T``
+        exactly (``a = (-m, 1)``).  A per-class preconditioner sees the data's curvature there
+        instead, up to 1/(penalty weight) too large; added to it, this coarse term (a two-level,
+        deflation-type preconditioner: Nicolaides 1987, "Deflation of conjugate gradients with
+        applications to boundary value problems", SIAM J. Numer. Anal. 24) makes the preconditioned
+        Hessian well conditioned also at weak regularisation.  ``E^+`` (pseudo-inverse: a flat
+        direction without penalty stays to CG's curvature test) once per fit, O(K^2) to apply.
+        """
+        ops, k = self.ops, self.k
+        a = np.append(-self.m, 1.0)
+        e = (k * cb) * np.outer(a, a)
+        e[np.arange(k), np.arange(k)] += ops.numpy(cw).sum(axis=0)
+        values, vectors = np.linalg.eigh(e)
+        keep = values > 1e-12 * max(float(values.max()), 0.0)
+        inverse = (vectors[:, keep] / values[keep]) @ vectors[:, keep].T if keep.any() else np.zeros_like(e)
+        e_ww, e_wc, e_cc = ops.to(inverse[:k, :k]), ops.to(inverse[:k, k]), float(inverse[k, k])
+        ones = self._ones_k
+
+        def correction(rw, rc):
+            sw, sc = ones @ rw, float(rc.sum())
+            return (e_ww @ sw + e_wc * sc)[None, :], e_wc @ sw + e_cc * sc
+
+        return correction
+
     def nll_sum(self, w, b) -> float:
         """Summed NLL of ``softmax(x W^T + b)`` on this data (held-out scoring), float64."""
         w, c = self.ops.to(np.asarray(w, dtype=np.float64)), self.ops.to(np.asarray(b + w @ self.m, dtype=np.float64))
@@ -295,6 +346,7 @@ class SoftmaxRegression:
         reason, converged, iterations = "", False, 0
         grad_max = _max_abs(gw, gc)
         blocks = None  # this fit's block-Jacobi preconditioner, made at its first CG step
+        coarse = None  # this fit's correction on the softmax's flat directions, made at its first CG step
         while True:
             if grad_max <= tolerance:
                 converged, reason = True, f"gradient max-abs {grad_max:.1e} <= tolerance {tolerance:g}"
@@ -319,6 +371,8 @@ class SoftmaxRegression:
                 products += used
             else:
                 p32, precondition = self.hessian_parts(p, cw, cb)
+                coarse = coarse or self._shift_correction(cw, cb)
+                precondition = _added(precondition, coarse)
                 sw, sc, used = self._newton_direction(p32, gw, gc, precondition, cw, cb)
                 products += used
             slope = _dot(gw, sw, gc, sc)
@@ -341,7 +395,7 @@ class SoftmaxRegression:
             grad_max = _max_abs(gw, gc)
         w_np, c_np = ops.numpy(w), ops.numpy(c)
         info = {
-            "optimizer": "Newton-CG (Hessian-vector products, block-Jacobi or diagonal preconditioner, Armijo line search)",
+            "optimizer": "Newton-CG (Hessian-vector products, block-Jacobi or diagonal-plus-rank-one preconditioner, Armijo line search)",
             "tolerance": tolerance,
             "n_iter": iterations,
             "n_eval": evaluations,
@@ -411,6 +465,19 @@ class SoftmaxRegression:
             dw, dc = zw + (rz_new / rz) * dw, zc + (rz_new / rz) * dc
             rz = rz_new
         return sw, sc, _MAX_CG
+
+
+def _added(precondition, correction):
+    """The additive two-level preconditioner ``(rW, rc) -> M^-1 r + Z E^+ Z^T r``."""
+    if not _SHIFT_CORRECTION:
+        return precondition
+
+    def both(rw, rc):
+        zw, zc = precondition(rw, rc)
+        uw, uc = correction(rw, rc)
+        return zw + uw, zc + uc
+
+    return both
 
 
 def _dot(a, b, c, d) -> float:
