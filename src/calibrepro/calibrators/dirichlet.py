@@ -71,7 +71,7 @@ DEFAULT_MUS = (1e-2, 1.0, 100.0)
 #: float32), 72 GFLOP/s float32 at K = 1000; 3e10 with the elementwise work (see :func:`estimated_flops`)
 _PRODUCTS_PER_FIT = {"blocks": 200, "rank-one": 120}
 _CPU_FLOPS = 3e10
-#: ``device: auto`` fits on a GPU only above this many classes (:meth:`_MatrixCalibrator._device`)
+#: ``device: auto`` fits on a GPU only above this many classes (:meth:`_MatrixCalibrator._device_spec`)
 _GPU_MIN_K = 320
 #: lambdas of the path the cost model expects the early stop to fit (:meth:`_MatrixCalibrator.expected_fits`)
 _EXPECTED_LEVELS = 3
@@ -192,8 +192,8 @@ class _MatrixCalibrator(Calibrator):
         kept = sorted({lam for lam, _ in grid}, reverse=True)[:_EXPECTED_LEVELS]
         return 1 + int(self.folds) * sum(1 for lam, _ in grid if lam in kept)
 
-    def _device(self, k: int, select_device):
-        """The device of the fits: ``auto`` takes a GPU only above ``_GPU_MIN_K`` classes.
+    def _device_spec(self, k: int) -> str:
+        """The ``device`` setting the fits run with: ``auto`` takes a GPU only above ``_GPU_MIN_K`` classes.
 
         Below it the CPU is as fast or faster (an H100 fitted K = 10 in 0.7-1.8 s alone, but the demo's
         K = 10 fits took 12-166 s each with 16 workers sharing it; the CPU needs about a second), and
@@ -201,8 +201,8 @@ class _MatrixCalibrator(Calibrator):
         whether a GPU was present.
         """
         if str(self.device).strip() == "auto" and k <= _GPU_MIN_K:
-            return select_device("cpu")
-        return select_device(self.device)
+            return "cpu"
+        return self.device
 
     def _check_budget(self, n: int, k: int, fits: int, device) -> None:
         if device.type != "cpu":
@@ -303,7 +303,7 @@ class _MatrixCalibrator(Calibrator):
                 f"calibrator_options.{self.method}.folds = {self.folds}: need 2 <= folds <= {n} "
                 "(the calibration samples) to cross-validate the grid"
             )
-        device = self._device(k, select_device)
+        device = select_device(self._device_spec(k))
         ops = array_ops(device)
         self._check_budget(n, k, self.expected_fits(), device)
         x = self._x(z)
