@@ -270,6 +270,17 @@ def test_a_missing_path_stops_the_run_naming_its_key_even_after_a_cached_run(tmp
         assert "Nothing to be done" not in output and "Traceback" not in output
 
 
+@pytest.mark.parametrize("source, what", [("table", "a CSV file with a header row"), ("predictions", "an .npz file")])
+def test_a_missing_regression_file_stops_the_run_naming_its_key(tmp_path, source, what):
+    spec = {"source": source, "path": "nope.csv"} | ({"target": "strength"} if source == "table" else {})
+    config = write_config(tmp_path / "reg.yaml", {"name": "reg", "regression": {"concrete": spec}})
+    result = run_snakemake(tmp_path, "-n", "--configfile", str(config))
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert f"regression.concrete.path: nope.csv does not exist; point it to {what}" in output
+    assert "MissingInputException" not in output and "Traceback" not in output
+
+
 def test_a_failed_full_matrix_fit_keeps_the_other_methods(tmp_path):
     """Each full-matrix method has a fit job of its own: one that fails (or is killed) leaves the others'
     files, and the rerun fits only the missing method (issue 18)."""

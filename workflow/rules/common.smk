@@ -133,7 +133,10 @@ DOWNLOADS = _collect_downloads()
 
 
 def check_user_files():
-    """Stop before any job when a model's own logits file is missing, whether or not a run cached it."""
+    """Stop before any job when a model's own logits file or a regression data set's own file is missing,
+    whether or not a run cached it."""
+    from calibrepro.regression.data import RegressionDataError, check_own_file
+
     for dataset, model in MODELS:
         spec = config["models"][dataset][model]
         if spec["source"] == "logits":
@@ -141,6 +144,11 @@ def check_user_files():
                 get_source("logits").check(dataset, model, spec, SETTINGS)
             except LogitsFileError as error:
                 raise WorkflowError(str(error)) from None
+    for dataset, spec in REGRESSION.items():
+        try:
+            check_own_file(dataset, spec)
+        except RegressionDataError as error:
+            raise WorkflowError(str(error)) from None
 
 
 check_user_files()

