@@ -273,7 +273,7 @@ def frequency_problem(k=4, distinct=40, seed=14):
     return x, y
 
 
-@pytest.mark.parametrize("step", ["formed-hessian", "cg-block-jacobi", "cg-diagonal-rank-one"])
+@pytest.mark.parametrize("step", ["formed-hessian", "cg-sampled-blocks", "cg-diagonal-rank-one"])
 def test_newton_converges_to_a_known_optimum(step, monkeypatch):
     from calibrepro.calibrators import newton
     from calibrepro.calibrators.newton import SoftmaxRegression, penalty_weights
@@ -282,7 +282,7 @@ def test_newton_converges_to_a_known_optimum(step, monkeypatch):
     if not dense:
         monkeypatch.setattr(newton, "_DENSE_MAX", 0)
     if step == "cg-diagonal-rank-one":
-        monkeypatch.setattr(newton, "_BLOCK_MAX_K", 0)
+        monkeypatch.setattr(newton, "_SAMPLED_BLOCKS", False)
 
     x, y = frequency_problem()
     k = x.shape[1]
@@ -339,7 +339,7 @@ def test_rank_one_preconditioner_is_the_exact_inverse_of_its_blocks():
     problem = SoftmaxRegression(x, rng.integers(0, k, n))
     cw, cb = penalty_weights("odir", k, 0.5, 30.0)
     p = rng.dirichlet(np.ones(k), n)
-    _, precondition = problem.hessian_parts(p, cw, cb)
+    precondition = problem._diagonal_rank_one(p.astype(np.float32), cw, cb)
     rw, rc = rng.normal(size=(k, k)), rng.normal(size=k)
     zw, zc = precondition(rw, rc)
     xc, v, a = x - x.mean(axis=0), p * (1 - p), np.append(-x.mean(axis=0), 1.0)
@@ -347,6 +347,33 @@ def test_rank_one_preconditioner_is_the_exact_inverse_of_its_blocks():
         diagonal = np.append((v[:, i : i + 1] * xc**2).mean(axis=0) + cw[i], v[:, i].mean())
         exact = np.linalg.solve(np.diag(diagonal) + cb * np.outer(a, a), np.append(rw[i], rc[i]))
         np.testing.assert_allclose(np.append(zw[i], zc[i]), exact, rtol=1e-5)
+
+
+@pytest.mark.parametrize("penalty", ["odir", "l2"])
+def test_sampled_block_preconditioner_is_the_exact_inverse_of_its_blocks(penalty, monkeypatch):
+    """Per class, ``D_i + U_i^T U_i``: the heaviest samples' rows and the intercept penalty exactly, the rest's diagonal."""
+    from calibrepro.calibrators import newton
+    from calibrepro.calibrators.newton import SoftmaxRegression, penalty_weights
+
+    monkeypatch.setattr(newton, "_SAMPLED_ROWS", 7)
+    rng = np.random.default_rng(24)
+    n, k = 200, 6
+    x = log_softmax64(rng.normal(size=(n, k)) * 3)
+    problem = SoftmaxRegression(x, rng.integers(0, k, n))
+    cw, cb = penalty_weights(penalty, k, 0.5, 30.0)
+    p32 = rng.dirichlet(np.ones(k) * 0.3, n).astype(np.float32)
+    zw, zc = problem._sampled_blocks(p32, cw, cb)(rw := rng.normal(size=(k, k)), rc := rng.normal(size=k))
+    xt = np.hstack([x - x.mean(axis=0), np.ones((n, 1))])
+    v, a = (p32 * (1 - p32)).astype(np.float64), np.append(-x.mean(axis=0), 1.0)
+    for i in range(k):
+        heavy = np.argsort(-v[:, i], kind="stable")[:7]
+        rest = np.setdiff1d(np.arange(n), heavy)
+        whole = (v[:, i : i + 1] * xt**2).mean(axis=0)
+        diagonal = np.maximum((v[rest, i : i + 1] * xt[rest] ** 2).sum(axis=0) / n, 1e-3 * whole)
+        diagonal += np.append(cw[i], 0.0)
+        block = np.diag(diagonal) + (xt[heavy].T * v[heavy, i]) @ xt[heavy] / n + cb * np.outer(a, a)
+        exact = np.linalg.solve(block, np.append(rw[i], rc[i]))
+        np.testing.assert_allclose(np.append(zw[i], zc[i]), exact, rtol=1e-4, atol=1e-8 * np.abs(exact).max())
 
 
 @pytest.mark.parametrize("penalty, mu", [("odir", 0.3), ("l2", 0.0), ("odir", 0.0)])
@@ -372,29 +399,29 @@ def test_shift_correction_inverts_the_hessian_on_the_softmax_flat_directions(pen
 
 
 @pytest.mark.parametrize("method", ["dirichlet_l2", "dirichlet_odir", "matrix_scaling_odir"])
-def test_rank_one_and_block_preconditioners_reach_the_same_fit(method, monkeypatch):
+def test_rank_one_and_sampled_block_preconditioners_reach_the_same_fit(method, monkeypatch):
     """The preconditioner only chooses the CG directions: both stop at the optimum within the tolerance."""
     from calibrepro.calibrators import newton
 
     z, y = overconfident(600, 12, seed=22)
     options = {"lambdas": [1.0], "mus": [10.0], "device": "cpu", "tolerance": 1e-9}
     monkeypatch.setattr(newton, "_DENSE_MAX", 0)
-    blocks = make_calibrator(method, **options).fit(z, y)
-    monkeypatch.setattr(newton, "_BLOCK_MAX_K", 0)
+    sampled = make_calibrator(method, **options).fit(z, y)
+    monkeypatch.setattr(newton, "_SAMPLED_BLOCKS", False)
     rank_one = make_calibrator(method, **options).fit(z, y)
-    for fit in (blocks, rank_one):
+    for fit in (sampled, rank_one):
         assert fit.diagnostics_["converged"] and fit.diagnostics_["n_hessp"] > 0
-    np.testing.assert_allclose(rank_one.weights_, blocks.weights_, atol=1e-6)
-    np.testing.assert_allclose(rank_one.bias_, blocks.bias_, atol=1e-6)
-    assert abs(rank_one.diagnostics_["final_loss"] - blocks.diagnostics_["final_loss"]) < 1e-12
+    np.testing.assert_allclose(rank_one.weights_, sampled.weights_, atol=1e-6)
+    np.testing.assert_allclose(rank_one.bias_, sampled.bias_, atol=1e-6)
+    assert abs(rank_one.diagnostics_["final_loss"] - sampled.diagnostics_["final_loss"]) < 1e-12
 
 
-@pytest.mark.parametrize("k", [5, 40, 0], ids=["formed-hessian", "cg-block-jacobi", "cg-diagonal-rank-one"])
+@pytest.mark.parametrize("k", [5, 40, 0], ids=["formed-hessian", "cg-sampled-blocks", "cg-diagonal-rank-one"])
 def test_fits_are_identical_for_any_thread_count(k, monkeypatch):
     from calibrepro.calibrators import newton
 
-    if k == 0:  # the preconditioner of K > newton._BLOCK_MAX_K, here at K = 40
-        monkeypatch.setattr(newton, "_BLOCK_MAX_K", 0)
+    if k == 0:  # the GPU's preconditioner, here at K = 40 on the CPU
+        monkeypatch.setattr(newton, "_SAMPLED_BLOCKS", False)
         k = 40
     z, y = overconfident(400, k, seed=17)
     fitted = [make_calibrator("dirichlet_odir", **SMALL_GRID, threads=t).fit(z, y).to_json() for t in (1, 2, 3)]

@@ -69,7 +69,7 @@ DEFAULT_MUS = (1e-2, 1.0, 100.0)
 #: the speed of one core it is converted to time with: measured on the 2-core build machine, 57
 #: GFLOP/s float32 and 23 GFLOP/s float64 single-threaded at K = 100 (the Hessian products are
 #: float32), 72 GFLOP/s float32 at K = 1000; 3e10 with the elementwise work (see :func:`estimated_flops`)
-_PRODUCTS_PER_FIT = {"blocks": 200, "rank-one": 120}
+_PRODUCTS_PER_FIT = 80
 _CPU_FLOPS = 3e10
 #: ``device: auto`` fits on a GPU only above this many classes (:meth:`_MatrixCalibrator._device_spec`)
 _GPU_MIN_K = 320
@@ -93,10 +93,7 @@ def estimated_flops(n: int, k: int, fits: int) -> float:
     size.  The diagonal-plus-rank-one preconditioner's own K = 1000 GPU counts (the same run, lead's
     H100): 118 / 59 / 108 Hessian products per fit, so the diagonal's stay the bound.
     """
-    from calibrepro.calibrators.newton import _BLOCK_MAX_K
-
-    per_fit = _PRODUCTS_PER_FIT["blocks" if k <= _BLOCK_MAX_K else "rank-one"]
-    return float(fits) * per_fit * 2.0 * n * k * k
+    return float(fits) * _PRODUCTS_PER_FIT * 2.0 * n * k * k
 
 
 def estimated_seconds(n: int, k: int, fits: int) -> float:

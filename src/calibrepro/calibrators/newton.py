@@ -19,23 +19,23 @@ Hessian-free Newton-CG), two ``N x K x K`` products like one gradient.  The step
 ``|r| <= min(0.5, sqrt|g|) |g|`` (Nocedal & Wright, Algorithm 7.1: inexact Newton,
 superlinear), then a backtracking Armijo line search (sufficient decrease 1e-4).
 
-Preconditioner.  Block Jacobi where its blocks fit in memory (K <= ``_BLOCK_MAX_K``, the CPU):
-the K diagonal blocks of ``H``, one ``(K+1) x (K+1)`` block per class i (the parameters
-``(W_i., c_i)``: ``X~^T diag(p_.i (1 - p_.i)) X~ / N`` plus the penalty), inverted.  The blocks'
-data part costs about 20 Hessian products at K = 100, so it is kept across Newton iterations and
-across the fits of one data set (the warm-started path moves ``P`` little) and recomputed only
-after a solve that needed more than ``_REFRESH_CG`` products; the penalty is added exactly per
-fit.  Elsewhere (K > ``_BLOCK_MAX_K``, a GPU) per class the diagonal of its block plus the
-penalty's exact rank one: the intercept ``b_i = c_i - W_i. m`` is penalised, which adds
-``cb a a^T``, ``a = (-m, 1)``, to the block; inverted by the Sherman-Morrison formula (O(K^2) memory
-and work, one N x K x K product to form).  On Dirichlet features ``m`` is large (the mean
-log-probabilities) and this rank one dominates the block: the plain diagonal left it to CG.
-Measured on one fold's default paths (``benchmarks/bench_newton_path.py``, K = 100, 4,000
-samples; Dir-ODIR / MS-ODIR / Dir-L2): 951 / 718 / 346 Hessian products with the diagonal, 344 /
-196 / 165 with the diagonal plus rank one, 178 / 192 / 137 with the blocks.  To it is added the
-exact inverse of ``H`` on the K + 1 directions that shift every class's parameters alike, where
-the softmax is flat and only the penalty curves ``H`` (:meth:`SoftmaxRegression._shift_correction`):
-233 / 167 / 80 products on the paths above (with the blocks instead: 189 / 198 / 98, not kept).
+Preconditioner.  Per class i the parameters ``(W_i., c_i)`` have the diagonal block
+``X~^T diag(p_.i (1 - p_.i)) X~ / N`` of ``H`` plus the penalty (``X~ = [x - m, 1]``).  On the CPU
+each block is approximated by its heaviest samples exactly and the rest by a diagonal
+(:meth:`SoftmaxRegression._sampled_blocks`, inverted by the Woodbury identity: O(K^2) memory and
+work per class block set, one N x K x K product to form), on a GPU by its diagonal plus the
+penalty's exact rank one (:meth:`SoftmaxRegression._diagonal_rank_one`): the intercept
+``b_i = c_i - W_i. m`` is penalised, which adds ``cb a a^T``, ``a = (-m, 1)``, to the block; on
+Dirichlet features ``m`` is large (the mean log-probabilities) and this rank one dominates the
+block.  Both are recomputed at every Newton iteration.  To either is added the exact inverse of
+``H`` on the K + 1 directions that shift every class's parameters alike, where the softmax is flat
+and only the penalty curves ``H`` (:meth:`SoftmaxRegression._shift_correction`).  Measured on one
+fold's default paths (``benchmarks/bench_newton_path.py``, K = 100, 4,000 samples; Dir-ODIR /
+MS-ODIR / Dir-L2): 951 / 718 / 346 Hessian products with the plain diagonal, 344 / 196 / 165 with
+the diagonal plus rank one, 233 / 167 / 80 with the shift correction added, 178 / 192 / 137 with
+the exact blocks (block Jacobi, used up to K = 320 until issue 18's third session), 152 / 116 / 53
+with the sampled blocks and the shift correction.  At K = 320 (6,400 samples, Dir-ODIR, the
+strongest lambda) 1,044 / 173 / 69 (diagonal plus rank one / exact blocks / sampled blocks).
 Tried and not kept: the features' correlation matrix scaled per class (a Kronecker
 approximation of each block; 25-100 % more CG iterations than the diagonal at K = 10 and 100);
 each block's exact diagonal in the eigenbasis of the features' covariance (EKFAC: George et al.
@@ -72,14 +72,14 @@ _MAX_HALVINGS = 40
 _MAX_CG = 250
 #: at most this many parameters K (K + 1): the Newton step from the formed Hessian (K <= 31)
 _DENSE_MAX = 1000
-#: block-Jacobi preconditioner up to this K (its K inverted (K+1)^2 blocks: 0.3 GB at K = 320);
-#: its data part is recomputed after a CG solve longer than ``_REFRESH_CG`` products
-_BLOCK_MAX_K = 320
-_REFRESH_CG = 20
+#: the sampled-block preconditioner (CPU): per class its block's heaviest samples exactly, at most this many,
+#: the rest by the diagonal, which keeps at least ``_REST_FLOOR`` of the whole block's diagonal
+_SAMPLED_ROWS = 32
+_REST_FLOOR = 1e-3
+#: the sampled blocks on the CPU (False: the GPU's diagonal plus rank one there too; tests, benchmarks)
+_SAMPLED_BLOCKS = True
 #: the rank-one preconditioner with the exact inverse on the softmax's flat directions added
 _SHIFT_CORRECTION = True
-#: the block data from one N x (K+1)(K+2)/2 table of feature products when it is at most this large
-_TABLE_BYTES = 2**27
 
 
 def penalty_weights(penalty: str, k: int, lam: float, mu: float) -> tuple[np.ndarray, float]:
@@ -162,10 +162,7 @@ class SoftmaxRegression:
         self._ones_n, self._ones_n32 = ops.to(np.ones(self.n)), ops.to(np.ones(self.n, np.float32))
         self._ones_k, self._ones_k32 = ops.to(np.ones(self.k)), ops.to(np.ones(self.k, np.float32))
         self._m = ops.to(self.m)
-        #: block-Jacobi data ``X~^T diag(v_i) X~ / N`` per class (float64, K x (K+1) x (K+1)) and
-        #: whether the last CG solve asked for new ones
-        self._blocks, self._stale = None, True
-        self._table = None
+        self._buffer = None  # the sampled blocks' rows during a fit (:meth:`_sampled_blocks`)
 
     # --- float64 loss and gradient -----------------------------------------------------------
     def _scores(self, w, c):
@@ -198,15 +195,25 @@ class SoftmaxRegression:
 
     # --- float32 Hessian products --------------------------------------------------------------
     def hessian_parts(self, p, cw, cb):
-        """(float32 probabilities, the diagonal-plus-rank-one preconditioner ``(rW, rc) -> M^-1 (rW, rc)``).
+        """(float32 probabilities, the preconditioner ``(rW, rc) -> M^-1 (rW, rc)`` at ``p``).
 
-        Per class i, ``M_i = D_i + cb a a^T`` on the parameters ``(W_i., c_i)``: ``D_i`` the diagonal
-        of the data Hessian plus ``cw_i.``, ``a = (-m, 1)`` the exact penalty of the intercept
-        ``b_i = c_i - W_i. m`` (rank one), inverted by the Sherman-Morrison formula; one N x K x K
-        product to form, O(K^2) to apply.
+        The sampled blocks on the CPU (:meth:`_sampled_blocks`), the diagonal plus rank one on a GPU
+        (:meth:`_diagonal_rank_one`).
         """
         ops = self.ops
         p32 = ops.cast(p, ops.float32)
+        if ops.device is None and _SAMPLED_BLOCKS:
+            return p32, self._sampled_blocks(p32, cw, cb)
+        return p32, self._diagonal_rank_one(p32, cw, cb)
+
+    def _diagonal_rank_one(self, p32, cw, cb):
+        """Per class i, ``M_i = D_i + cb a a^T`` on the parameters ``(W_i., c_i)``, inverted exactly.
+
+        ``D_i`` the diagonal of the data Hessian plus ``cw_i.``, ``a = (-m, 1)`` the exact penalty
+        of the intercept ``b_i = c_i - W_i. m`` (rank one), inverted by the Sherman-Morrison formula;
+        one N x K x K product to form, O(K^2) to apply.
+        """
+        ops = self.ops
         v = p32 * (1.0 - p32)
         dw = ops.cast((v.T @ self._xc2) / self.n, ops.float64) + cw
         dc = ops.cast((self._ones_n32 @ v) / self.n, ops.float64)
@@ -220,7 +227,63 @@ class SoftmaxRegression:
             t = (zc - zw @ m) * scale  # cb (a^T D^-1 r) / (1 + cb a^T D^-1 a) per class
             return zw + (t[:, None] * inv_w) * m[None, :], zc - t * inv_c
 
-        return p32, precondition
+        return precondition
+
+    def _sampled_blocks(self, p32, cw, cb):
+        """Per class i, ``M_i = D_i + U_i^T U_i``: its block's heaviest samples exactly, the rest by a diagonal.
+
+        Class i's data block ``X~^T diag(v_.i) X~ / N`` (``v = p (1 - p)``, ``X~ = [x - m, 1]``) weighs
+        the samples by how plausible class i is for them, so a few samples carry most of it.  The
+        rows of ``U_i`` are ``sqrt(v_ni / N) x~_n`` for the ``_SAMPLED_ROWS`` samples n with the
+        largest ``v_ni`` and ``sqrt(cb) a``, ``a = (-m, 1)`` (the intercept's penalty, as in
+        :meth:`_diagonal_rank_one`); ``D_i`` is the diagonal of the other samples' part (at least
+        ``_REST_FLOOR`` times the whole block's diagonal) plus ``cw_i.``.  Inverted by the Woodbury
+        identity ``M^-1 = D^-1 - D^-1 U^T (I + U D^-1 U^T)^-1 U D^-1`` (Hager 1989, "Updating the
+        inverse of a matrix", SIAM Review 31) in float64 (in float32 CG stalled at K = 200): one
+        N x K x K product and O(K^2 s) work to form, O(K^2 s) memory and work to apply (s = 33).
+
+        Measured on one fold's default paths (``benchmarks/bench_newton_path.py``): K = 320 with 6,400
+        samples, Dir-ODIR's strongest lambda: 69 Hessian products against the diagonal plus rank
+        one's 1,044 and the exact blocks' 173 (their formation alone ~160 products' time); K = 100
+        (4,000 samples), Dir-ODIR / MS-ODIR / Dir-L2: 152 / 116 / 53 against the exact blocks' 178 /
+        192 / 137.  The exact blocks (K (K+1)^2 floats: 4 GB at K = 1000) are no longer used.
+        """
+        n, k = self.n, self.k
+        s = min(_SAMPLED_ROWS, n)
+        vt = p32.T * (1.0 - p32.T)  # (K, N), each class's weights contiguous
+        whole_w = ((vt @ self._xc2) / n).astype(np.float64)
+        whole_c = vt.sum(axis=1, dtype=np.float64) / n
+        rows = np.argpartition(-vt, s - 1, axis=1)[:, :s]  # (K, s): each class's heaviest samples
+        root = np.sqrt(np.take_along_axis(vt, rows, axis=1).astype(np.float64) / n)  # (K, s)
+        # one buffer per fit (freed by :meth:`fit`), filled in chunks: at K = 1000 a fresh 264 MB array per
+        # Newton iteration and one fancy-indexing copy took 1 s of the 2.5 s formation
+        if self._buffer is None or self._buffer.shape != (k, s + 1, k + 1):
+            self._buffer = np.empty((k, s + 1, k + 1))
+        u = self._buffer
+        for i in range(0, k, 64):
+            u[i : i + 64, :s, :k] = self._xc32[rows[i : i + 64]]
+        u[:, :s, :k] *= root[:, :, None]
+        u[:, :s, k] = root
+        u[:, s, :k], u[:, s, k] = -math.sqrt(cb) * self.m, math.sqrt(cb)
+        rest_w = whole_w - np.einsum("isj,isj->ij", u[:, :s, :k], u[:, :s, :k])
+        rest_c = whole_c - np.einsum("is,is->i", root, root)
+        inv_d = np.empty((k, k + 1))
+        inv_d[:, :k] = np.maximum(rest_w, _REST_FLOOR * whole_w) + cw
+        inv_d[:, k] = np.maximum(rest_c, _REST_FLOOR * whole_c)
+        inv_d = 1.0 / np.maximum(inv_d, 1e-12)
+        u *= np.sqrt(inv_d)[:, None, :]
+        g = np.matmul(u, u.transpose(0, 2, 1))  # (K, s+1, s+1): U D^-1 U^T
+        g[:, np.arange(s + 1), np.arange(s + 1)] += 1.0
+        inner = np.linalg.inv(g)
+        u *= np.sqrt(inv_d)[:, None, :]  # now U D^-1
+
+        def precondition(rw, rc):
+            r = np.concatenate([rw, rc[:, None]], axis=1)
+            t = np.matmul(inner, np.matmul(u, r[:, :, None]))  # (I + U D^-1 U^T)^-1 U D^-1 r
+            z = r * inv_d - np.matmul(u.transpose(0, 2, 1), t)[:, :, 0]
+            return np.ascontiguousarray(z[:, :k]), np.ascontiguousarray(z[:, k])
+
+        return precondition
 
     def hessp(self, p32, v, d, cw, cb):
         """``H (V, d)`` at the probabilities ``p32``: the data term in float32, the penalty in float64."""
@@ -236,66 +299,6 @@ class SoftmaxRegression:
         hv -= cb * db[:, None] * self._m[None, :]
         hd += cb * db
         return hv, hd
-
-    def _uses_blocks(self) -> bool:
-        return self.ops.device is None and self.k <= _BLOCK_MAX_K
-
-    def _block_data(self, p32) -> np.ndarray:
-        """``X~^T diag(p_.i (1 - p_.i)) X~ / N`` for every class i, ``X~ = [x - m, 1]`` (K x (K+1) x (K+1))."""
-        n, k = self.n, self.k
-        v = p32 * (1.0 - p32)
-        upper = np.triu_indices(k + 1)
-        if n * len(upper[0]) * 4 <= _TABLE_BYTES:
-            # all products x~_a x~_b (a <= b) once per data set: then one (K x N) by (N x T) product
-            if self._table is None:
-                self._table = np.empty((n, len(upper[0])), np.float32)
-                column = 0
-                for a in range(k):
-                    np.multiply(self._xc32[:, a : a + 1], self._xc32[:, a:], out=self._table[:, column : column + k - a])
-                    self._table[:, column + k - a] = self._xc32[:, a]  # times the constant feature
-                    column += k + 1 - a
-                self._table[:, column] = 1.0
-            blocks = np.zeros((k, k + 1, k + 1))
-            blocks[:, upper[0], upper[1]] = v.T @ self._table
-            blocks += np.triu(blocks, 1).transpose(0, 2, 1)
-        else:
-            xt = np.hstack([self._xc32, np.ones((n, 1), np.float32)])
-            blocks = np.stack([(xt * v[:, i : i + 1]).T @ xt for i in range(k)]).astype(np.float64)
-        blocks /= n
-        return blocks
-
-    def _block_preconditioner(self, cw, cb):
-        """``(rW, rc) -> B^-1 (rW, rc)``, ``B`` the data blocks plus this fit's penalty, per class.
-
-        The penalty block of class i: ``cw_i.`` on the diagonal of ``W_i.`` and ``cb a a^T``,
-        ``a = (-m, 1)`` (``b = c - W m``).  A block that is not positive definite (an
-        unpenalised flat direction) gets the smallest diagonal shift that makes it so.
-        """
-        from scipy.linalg import LinAlgError, cho_factor, cho_solve
-
-        k = self.k
-        a = np.append(-self.m, 1.0)
-        inverse = self._blocks + cb * np.outer(a, a)
-        index = np.arange(k)
-        inverse[:, index, index] += cw
-        eye = np.eye(k + 1)
-        for i in range(k):
-            shift = 0.0
-            while True:
-                try:
-                    factor = cho_factor(inverse[i] + shift * eye if shift else inverse[i])
-                    break
-                except LinAlgError:
-                    shift = max(shift * 100.0, 1e-12 * float(np.abs(np.diag(inverse[i])).max()), 1e-300)
-            inverse[i] = cho_solve(factor, eye)
-        inverse = inverse.astype(np.float32)  # only picks the CG directions: 3x faster products
-
-        def precondition(rw, rc):
-            r = np.concatenate([rw, rc[:, None]], axis=1).astype(np.float32)
-            s = np.matmul(inverse, r[:, :, None])[:, :, 0].astype(np.float64)
-            return np.ascontiguousarray(s[:, :k]), np.ascontiguousarray(s[:, k])
-
-        return precondition
 
     def _shift_correction(self, cw, cb):
         """``(rW, rc) -> Z E^+ Z^T (rW, rc)``: the exact inverse of ``H`` on the softmax's flat directions.
@@ -345,7 +348,6 @@ class SoftmaxRegression:
         evaluations, products = 1, 0
         reason, converged, iterations = "", False, 0
         grad_max = _max_abs(gw, gc)
-        blocks = None  # this fit's block-Jacobi preconditioner, made at its first CG step
         coarse = None  # this fit's correction on the softmax's flat directions, made at its first CG step
         while True:
             if grad_max <= tolerance:
@@ -358,17 +360,7 @@ class SoftmaxRegression:
             p.reshape(-1)[self._label_at] += 1.0  # back from P - Y to P
             if self.k * (self.k + 1) <= _DENSE_MAX and self.ops.device is None:
                 sw, sc = self._dense_direction(p, gw, gc, cw, cb)
-                precondition = self.hessian_parts(p, cw, cb)[1]
-            elif self._uses_blocks():
-                p32 = p.astype(np.float32)
-                if self._blocks is None or self._stale:
-                    self._blocks, blocks = self._block_data(p32), None
-                if blocks is None:
-                    blocks = self._block_preconditioner(cw, cb)
-                precondition = blocks
-                sw, sc, used = self._newton_direction(p32, gw, gc, precondition, cw, cb)
-                self._stale = used > _REFRESH_CG
-                products += used
+                precondition = self._diagonal_rank_one(ops.cast(p, ops.float32), cw, cb)
             else:
                 p32, precondition = self.hessian_parts(p, cw, cb)
                 coarse = coarse or self._shift_correction(cw, cb)
@@ -393,6 +385,7 @@ class SoftmaxRegression:
             w, c, loss, nll, p = w_new, c_new, new_loss, new_nll, new_p
             gw, gc = self.gradient(p, w, c, cw, cb)
             grad_max = _max_abs(gw, gc)
+        self._buffer = None
         w_np, c_np = ops.numpy(w), ops.numpy(c)
         info = {
             "optimizer": "Newton-CG (Hessian-vector products, block-Jacobi or diagonal-plus-rank-one preconditioner, Armijo line search)",
