@@ -2,8 +2,8 @@
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/bench_newton_path.py --classes 320 --samples 5000
-    .venv/bin/python benchmarks/bench_newton_path.py --classes 320 --samples 5000 --no-blocks
+    .venv/bin/python benchmarks/bench_newton_path.py --classes 320 --samples 8000 --levels 1
+    .venv/bin/python benchmarks/bench_newton_path.py --classes 320 --samples 8000 --levels 1 --diagonal-rank-one
 
 For each method: the first of the 5 stratified folds of the synthetic calibration half of
 ``bench_calibrators.synthetic(K, samples)`` (its training part, 4/5 of the samples), fitted along
@@ -11,9 +11,9 @@ the default grid's path from strong to weak regularisation as the cross-validati
 point warm-started from its stronger neighbour), for the ``--levels`` strongest lambdas (the
 early stop's usual reach: 2 at K = 1000 on the GPU).  Printed per fit and in total: Newton
 iterations, Hessian-vector products, loss and gradient at the end, and the CPU seconds of the
-process (single-threaded BLAS, as the fits run).  ``--no-blocks`` sets
-``newton._BLOCK_MAX_K = 0``: the preconditioner of K > 320 at any K (to compare it with the
-block-Jacobi one); ``--no-shift-correction`` leaves out its correction on the softmax's flat
+process (single-threaded BLAS, as the fits run).  ``--diagonal-rank-one`` sets
+``newton._SAMPLED_BLOCKS = False``: the GPU's preconditioner on the CPU (to compare it with the
+sampled blocks); ``--no-shift-correction`` leaves out the correction on the softmax's flat
 directions (``newton._SHIFT_CORRECTION``).  An older library: ``git archive REV src | tar -x -C /tmp/rev`` and run with
 ``PYTHONPATH=/tmp/rev/src``.
 """
@@ -76,16 +76,16 @@ def main(argv=None) -> int:
     parser.add_argument("--samples", type=int, default=5000, help="calibration samples (a fold trains on 4/5)")
     parser.add_argument("--levels", type=int, default=2, help="the strongest lambdas of the path to fit")
     parser.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS)
-    parser.add_argument("--no-blocks", action="store_true", help="the K > 320 preconditioner at every K")
+    parser.add_argument("--diagonal-rank-one", action="store_true", help="the GPU's preconditioner instead of the sampled blocks")
     parser.add_argument("--no-shift-correction", action="store_true", help="without newton._SHIFT_CORRECTION")
     args = parser.parse_args(argv)
     from calibrepro.calibrators import newton
 
-    if args.no_blocks:
-        newton._BLOCK_MAX_K = 0
+    if args.diagonal_rank_one:
+        newton._SAMPLED_BLOCKS = False
     if args.no_shift_correction:
         newton._SHIFT_CORRECTION = False
-    print(f"load average {os.getloadavg()[0]:.2f}; no blocks {args.no_blocks}; no shift correction {args.no_shift_correction}")
+    print(f"load average {os.getloadavg()[0]:.2f}; diagonal plus rank one {args.diagonal_rank_one}; no shift correction {args.no_shift_correction}")
     for k in args.classes:
         for method in args.methods:
             print(f"K={k} {args.samples} samples (fold: {args.samples * 4 // 5}) {method}:", flush=True)

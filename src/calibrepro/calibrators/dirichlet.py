@@ -44,7 +44,7 @@ expects ``folds`` fits for every grid point of the three strongest lambdas plus 
 (:meth:`expected_fits`: the early stop ends the path at the first lambda that scores worse than a
 stronger one; measured: after the second at K = 100), at most ``folds * len(grid) + 1``
 (:meth:`planned_fits`, what a Slurm job's runtime is sized for).  Above ``cpu_flop_budget``
-(default 1e14, about an hour of one core at the nominal speed) the expected work makes :meth:`fit` fail at once on the CPU
+(default 2e14, about two hours of one core at the nominal speed) the expected work makes :meth:`fit` fail at once on the CPU
 with a message saying what to change (a GPU, a single grid point, fewer folds or grid points).  A
 GPU has no limit.
 """
@@ -64,12 +64,11 @@ from calibrepro.calibrators.newton import SoftmaxRegression, array_ops, penalty_
 #: default regularisation grids (normalised penalties, see the module docstring)
 DEFAULT_LAMBDAS = (1e-2, 1e-1, 1.0, 10.0, 100.0)
 DEFAULT_MUS = (1e-2, 1.0, 100.0)
-#: cost model of one fit in N x K x K matrix products, with the block-Jacobi preconditioner
-#: (K <= newton._BLOCK_MAX_K) and with the diagonal-plus-rank-one one (K > newton._BLOCK_MAX_K), and
+#: cost model of one fit in N x K x K matrix products with the sampled-block preconditioner (CPU), and
 #: the speed of one core it is converted to time with: measured on the 2-core build machine, 57
 #: GFLOP/s float32 and 23 GFLOP/s float64 single-threaded at K = 100 (the Hessian products are
 #: float32), 72 GFLOP/s float32 at K = 1000; 3e10 with the elementwise work (see :func:`estimated_flops`)
-_PRODUCTS_PER_FIT = 80
+_PRODUCTS_PER_FIT = 60
 _CPU_FLOPS = 3e10
 #: ``device: auto`` fits on a GPU only above this many classes (:meth:`_MatrixCalibrator._device_spec`)
 _GPU_MIN_K = 320
@@ -82,16 +81,12 @@ def estimated_flops(n: int, k: int, fits: int) -> float:
 
     Each fit costs about ``_PRODUCTS_PER_FIT`` products of an N x K by K x K matrix (2 N K^2
     operations each): loss, gradient and preconditioner per Newton iteration and two per
-    conjugate-gradient step, counted in CPU seconds along the default paths on the benchmark's
-    synthetic logits (``bench_calibrators.py --beyond``): at K = 100 with the block-Jacobi
-    preconditioner 130-270 per fit (Dir-ODIR/MS-ODIR, Dir-L2) in CPU time, the blocks' formation
-    included.  K > 320, from the K = 1000 work (25,000 samples, default grids and CV, on a GPU with
-    the earlier plain diagonal preconditioner: 108 / 162 / 108 Hessian products and 3.6 / 3.2 / 4.8
-    Newton iterations per fit, Dir-ODIR / MS-ODIR / Dir-L2) priced with the CPU seconds of one core
-    on a fold (20,000 samples): 1.18 s a Hessian product, 3.2 s a Newton iteration's loss,
-    gradient and preconditioner: 140-200 s a fit, at most 120 products of the calibration half's
-    size.  The diagonal-plus-rank-one preconditioner's own K = 1000 GPU counts (the same run, lead's
-    H100): 118 / 59 / 108 Hessian products per fit, so the diagonal's stay the bound.
+    conjugate-gradient step, counted in CPU seconds of whole cross-validations (default grids, 5
+    folds, early stop) on the benchmark's synthetic logits (``bench_calibrators.py --beyond-only
+    --device cpu``, issue 18's third session): K = 1000 with 25,000 calibration samples 36-40 per fit
+    (Dir-L2 1,402 CPU s for 21 fits, Dir-ODIR 2,077 s for 31, MS-ODIR 1,864 s for 31); K = 100 with
+    5,000 samples, at load 3.5, 75-107 (Dir-L2 3.9 CPU s for 11 fits, Dir-ODIR 8.3 s and MS-ODIR
+    7.7 s for 31): 60 in between, so a plan is within about a factor of two either way.
     """
     return float(fits) * _PRODUCTS_PER_FIT * 2.0 * n * k * k
 
@@ -409,7 +404,7 @@ class DirichletL2(_MatrixCalibrator):
         tolerance: float = 1e-6,
         threads: int = 1,
         early_stop: bool = True,
-        cpu_flop_budget: float = 1e14,
+        cpu_flop_budget: float = 2e14,
     ):
         self.lambdas = lambdas
         self.folds = folds
@@ -445,7 +440,7 @@ class DirichletODIR(_MatrixCalibrator):
         tolerance: float = 1e-6,
         threads: int = 1,
         early_stop: bool = True,
-        cpu_flop_budget: float = 1e14,
+        cpu_flop_budget: float = 2e14,
     ):
         self.lambdas = lambdas
         self.mus = mus

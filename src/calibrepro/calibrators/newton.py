@@ -388,7 +388,7 @@ class SoftmaxRegression:
         self._buffer = None
         w_np, c_np = ops.numpy(w), ops.numpy(c)
         info = {
-            "optimizer": "Newton-CG (Hessian-vector products, block-Jacobi or diagonal-plus-rank-one preconditioner, Armijo line search)",
+            "optimizer": "Newton-CG (Hessian-vector products, sampled-block or diagonal-plus-rank-one preconditioner, Armijo line search)",
             "tolerance": tolerance,
             "n_iter": iterations,
             "n_eval": evaluations,
