@@ -122,5 +122,5 @@ def test_fit_plan_line_states_what_the_cost_model_knows():
     unknown = line(None, None)
     assert "2 full-matrix fit jobs" in unknown and "time unknown until their logits exist" in unknown
     assert "expected under a CPU-minute" in line((200, 3))
-    large = line((40_000, 200), None)
+    large = line((40_000, 400), None)
     assert "expected about" in large and "1 on logits of unknown shape not counted" in large
