@@ -22,8 +22,8 @@ superlinear), then a backtracking Armijo line search (sufficient decrease 1e-4).
 Preconditioner.  Per class i the parameters ``(W_i., c_i)`` have the diagonal block
 ``X~^T diag(p_.i (1 - p_.i)) X~ / N`` of ``H`` plus the penalty (``X~ = [x - m, 1]``).  On the CPU
 each block is approximated by its heaviest samples exactly and the rest by a diagonal
-(:meth:`SoftmaxRegression._sampled_blocks`, inverted by the Woodbury identity: O(K^2) memory and
-work per class block set, one N x K x K product to form), on a GPU by its diagonal plus the
+(:meth:`SoftmaxRegression._sampled_blocks`, inverted by the Woodbury identity: O(K^2 s) memory and
+work for s = 33 rows per class, one N x K x K product to form), on a GPU by its diagonal plus the
 penalty's exact rank one (:meth:`SoftmaxRegression._diagonal_rank_one`): the intercept
 ``b_i = c_i - W_i. m`` is penalised, which adds ``cb a a^T``, ``a = (-m, 1)``, to the block; on
 Dirichlet features ``m`` is large (the mean log-probabilities) and this rank one dominates the
@@ -78,7 +78,7 @@ _SAMPLED_ROWS = 32
 _REST_FLOOR = 1e-3
 #: the sampled blocks on the CPU (False: the GPU's diagonal plus rank one there too; tests, benchmarks)
 _SAMPLED_BLOCKS = True
-#: the rank-one preconditioner with the exact inverse on the softmax's flat directions added
+#: the exact inverse on the softmax's flat directions added to either preconditioner (CG steps)
 _SHIFT_CORRECTION = True
 
 
@@ -360,7 +360,7 @@ class SoftmaxRegression:
             p.reshape(-1)[self._label_at] += 1.0  # back from P - Y to P
             if self.k * (self.k + 1) <= _DENSE_MAX and self.ops.device is None:
                 sw, sc = self._dense_direction(p, gw, gc, cw, cb)
-                precondition = self._diagonal_rank_one(ops.cast(p, ops.float32), cw, cb)
+                precondition = None  # made below only if the exact step is not a descent direction
             else:
                 p32, precondition = self.hessian_parts(p, cw, cb)
                 coarse = coarse or self._shift_correction(cw, cb)
@@ -369,6 +369,7 @@ class SoftmaxRegression:
                 products += used
             slope = _dot(gw, sw, gc, sc)
             if not slope < 0.0:  # not a descent direction (float32 rounding): preconditioned steepest descent
+                precondition = precondition or self._diagonal_rank_one(ops.cast(p, ops.float32), cw, cb)
                 sw, sc = precondition(-gw, -gc)
                 slope = _dot(gw, sw, gc, sc)
             step = 1.0
