@@ -35,7 +35,7 @@ MS-ODIR / Dir-L2): 951 / 718 / 346 Hessian products with the plain diagonal, 344
 the diagonal plus rank one, 233 / 167 / 80 with the shift correction added, 178 / 192 / 137 with
 the exact blocks (block Jacobi, used up to K = 320 until issue 18's third session), 152 / 116 / 53
 with the sampled blocks and the shift correction.  At K = 320 (6,400 samples, Dir-ODIR, the
-strongest lambda) 1,044 / 173 / 69 (diagonal plus rank one / exact blocks / sampled blocks).
+strongest lambda) 1,044 / 173 / 147 (diagonal plus rank one / exact blocks / sampled blocks).
 Tried and not kept: the features' correlation matrix scaled per class (a Kronecker
 approximation of each block; 25-100 % more CG iterations than the diagonal at K = 10 and 100);
 each block's exact diagonal in the eigenbasis of the features' covariance (EKFAC: George et al.
@@ -243,7 +243,7 @@ class SoftmaxRegression:
         N x K x K product and O(K^2 s) work to form, O(K^2 s) memory and work to apply (s = 33).
 
         Measured on one fold's default paths (``benchmarks/bench_newton_path.py``): K = 320 with 6,400
-        samples, Dir-ODIR's strongest lambda: 69 Hessian products against the diagonal plus rank
+        samples, Dir-ODIR's strongest lambda: 147 Hessian products against the diagonal plus rank
         one's 1,044 and the exact blocks' 173 (their formation alone ~160 products' time); K = 100
         (4,000 samples), Dir-ODIR / MS-ODIR / Dir-L2: 152 / 116 / 53 against the exact blocks' 178 /
         192 / 137.  The exact blocks (K (K+1)^2 floats: 4 GB at K = 1000) are no longer used.
