@@ -14,7 +14,8 @@ iterations, Hessian-vector products, loss and gradient at the end, and the CPU s
 process (single-threaded BLAS, as the fits run).  ``--diagonal-rank-one`` sets
 ``newton._SAMPLED_BLOCKS = False``: the GPU's preconditioner on the CPU (to compare it with the
 sampled blocks); ``--no-shift-correction`` leaves out the correction on the softmax's flat
-directions (``newton._SHIFT_CORRECTION``).  An older library: ``git archive REV src | tar -x -C /tmp/rev`` and run with
+directions (``newton._SHIFT_CORRECTION``); ``--rest-floor F`` sets the sampled blocks' floor
+``newton._REST_FLOOR``.  An older library: ``git archive REV src | tar -x -C /tmp/rev`` and run with
 ``PYTHONPATH=/tmp/rev/src``.
 """
 
@@ -78,6 +79,7 @@ def main(argv=None) -> int:
     parser.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS)
     parser.add_argument("--diagonal-rank-one", action="store_true", help="the GPU's preconditioner instead of the sampled blocks")
     parser.add_argument("--no-shift-correction", action="store_true", help="without newton._SHIFT_CORRECTION")
+    parser.add_argument("--rest-floor", type=float, help="the sampled blocks' newton._REST_FLOOR instead of its default")
     args = parser.parse_args(argv)
     from calibrepro.calibrators import newton
 
@@ -85,7 +87,12 @@ def main(argv=None) -> int:
         newton._SAMPLED_BLOCKS = False
     if args.no_shift_correction:
         newton._SHIFT_CORRECTION = False
-    print(f"load average {os.getloadavg()[0]:.2f}; diagonal plus rank one {args.diagonal_rank_one}; no shift correction {args.no_shift_correction}")
+    if args.rest_floor is not None:
+        newton._REST_FLOOR = args.rest_floor
+    print(
+        f"load average {os.getloadavg()[0]:.2f}; diagonal plus rank one {args.diagonal_rank_one};"
+        f" no shift correction {args.no_shift_correction}; rest floor {newton._REST_FLOOR:g}"
+    )
     for k in args.classes:
         for method in args.methods:
             print(f"K={k} {args.samples} samples (fold: {args.samples * 4 // 5}) {method}:", flush=True)
