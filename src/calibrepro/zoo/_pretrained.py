@@ -258,18 +258,12 @@ class PretrainedSource(Source):
         device = select_device(settings["device"])
         weights = local_file(request.files, pin.weights)
         model = self.build(pin, request.files, pretrained=True)
-        passes = request.spec.get("mc_dropout")
-        if passes:
-            from calibrepro.training.networks import has_dropout
+        from calibrepro.zoo.network import mc_dropout_variant
 
-            if not has_dropout(model):
-                raise ModelSourceError(
-                    f"models.{request.dataset}.{request.model}.mc_dropout: {self.name}'s {pin.name} has no dropout "
-                    "layers with a positive rate; remove mc_dropout"
-                )
-        mc_seed = int(request.spec.get("mc_seed", 0))
+        variant = mc_dropout_variant(request, model, settings["batch_size"], f"{self.name}'s {pin.name}")
         run = {"device": device, "batch_size": settings["batch_size"], "amp": settings["amp"],
-               "desc": f"{request.dataset}/{request.model}", "mc_dropout": passes, "seed": mc_seed}
+               "desc": f"{request.dataset}/{request.model}", "mc_dropout": variant.get("mc_dropout"),
+               "seed": variant.get("mc_seed", 0)}
         if pin.dataset in datasets.CIFAR and settings["preprocessing"] == "batched":
             tarball = local_file(request.files, datasets.cifar_download(pin.dataset))
             images, labels = datasets.read_cifar_test(tarball, pin.dataset)
@@ -296,7 +290,7 @@ class PretrainedSource(Source):
             "num_samples": int(len(labels)),
             "top1_accuracy": float(np.mean(logits.argmax(axis=1) == labels)),
             "inference": {**settings, "amp": bool(settings["amp"]) and device.type == "cuda"},
-            "variant": {"mc_dropout": passes, "mc_seed": mc_seed, "batch_size": settings["batch_size"]} if passes else {},
+            "variant": variant,
             "environment": environment(device),
         }
         save_logits(output, logits, labels, metadata)

@@ -153,9 +153,9 @@ def write_logits(request: LogitsRequest, data: evaluation_sets.EvaluationSet, ne
     save_logits(output, logits, data.labels, metadata)
 
 
-def mc_dropout_variant(request: LogitsRequest, module, batch_size: int) -> dict:
+def mc_dropout_variant(request: LogitsRequest, module, batch_size: int, network: str = "this network") -> dict:
     """The entry's MC-Dropout settings as recorded in the metadata (``{}`` without ``mc_dropout``);
-    stops, naming the key, when the network has no dropout layer of a positive rate."""
+    stops, naming the key and the ``network``, when it has no dropout layer of a positive rate."""
     where = f"models.{request.dataset}.{request.model}"
     passes = request.spec.get("mc_dropout")
     if not passes:
@@ -166,7 +166,7 @@ def mc_dropout_variant(request: LogitsRequest, module, batch_size: int) -> dict:
 
     if not has_dropout(module):
         raise ModelSourceError(
-            f"{where}.mc_dropout: this network has no dropout layers with a positive rate; remove mc_dropout"
+            f"{where}.mc_dropout: {network} has no dropout layers with a positive rate; remove mc_dropout"
         )
     return {"mc_dropout": int(passes), "mc_seed": int(request.spec.get("mc_seed", 0)), "batch_size": int(batch_size)}
 
