@@ -72,7 +72,7 @@ def test_input_is_not_modified():
         ({"models": {"d": {"m": {"source": "hub"}}}}, "models.d.m.source: 'hub' is not one of logits, train"),
         ({"models": {"d": {"m": {"path": "x.npz"}}}}, "models.d.m: 'source' is a required property"),
         ({"models": {}}, "models: {} should be non-empty"),
-        ({"split": {}}, "<top level>: 'models' is a required property"),
+        ({"split": {}}, "<top level>: nothing to run: give models (classifiers: {dataset: {model: entry}}), regression"),
         (  # a typo of a built-in set is not read as an image folder missing its root
             minimal(datasets={"imagnet": {"root": "/data/imagenet"}}),
             "datasets.imagnet: not a built-in data set (cifar10, cifar100, cifar10_1, digits, imagenet) and not "
@@ -90,6 +90,17 @@ def test_errors_name_the_key(config, expected):
     with pytest.raises(ConfigError) as error:
         validate_config(config, SCHEMA)
     assert expected in str(error.value)
+
+
+def test_a_config_without_models_or_regression_says_so_once_and_names_only_keys_it_wrote():
+    with pytest.raises(ConfigError) as error:
+        validate_config({"metrics": ["ece", "nlll"]}, SCHEMA)
+    lines = str(error.value).splitlines()[1:]
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("  <top level>: nothing to run:") and "--configfile replaces" in lines[0]
+    assert lines[1].startswith("  metrics.1: 'nlll' is not one of")
+    with pytest.raises(ConfigError, match="regression: {} should be non-empty"):  # written, so named
+        validate_config({"regression": {}}, SCHEMA)
 
 
 def test_named_figures_must_point_to_configured_models():

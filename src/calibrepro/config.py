@@ -107,6 +107,19 @@ def _describe(error: jsonschema.ValidationError) -> str:
     return f"{where}: {error.message}"
 
 
+def _nothing_to_run(error: jsonschema.ValidationError, written: set) -> list[str]:
+    """The top level's ``anyOf`` failed: neither models nor regression data sets; what to write.
+
+    Its branches' errors are kept only for keys the configuration wrote (``regression: {}``).
+    """
+    lines = [
+        "<top level>: nothing to run: give models (classifiers: {dataset: {model: entry}}), regression "
+        "(regression data sets) or both. A --configfile replaces the demo's config/config.yaml instead of "
+        "adding to it, so copy what you need from there or from config/README.md"
+    ]
+    return lines + [_describe(leaf) for leaf in _most_specific(error.context) if leaf.absolute_path and leaf.absolute_path[0] in written]
+
+
 def _required_names(schema: dict) -> list[str]:
     """The property names a (``not``) schema requires, through ``anyOf``."""
     names = list(schema.get("required", []))
@@ -116,10 +129,14 @@ def _required_names(schema: dict) -> list[str]:
 
 
 def _most_specific(errors):
-    """Prefer errors from inside if/then branches (they name the concrete key) over their summaries."""
+    """Prefer errors from inside if/then branches (they name the concrete key) over their summaries.
+
+    The top level's ``anyOf`` (models, regression or both) stays whole: its branches' errors name
+    keys the user may never have written (:func:`_nothing_to_run`).
+    """
     leaves = []
     for error in errors:
-        if error.context:
+        if error.context and not (error.validator == "anyOf" and not error.absolute_path):
             leaves.extend(_most_specific(error.context))
         else:
             leaves.append(error)
@@ -131,13 +148,18 @@ def validate_config(config: dict, schema: dict) -> dict:
 
     Raises :class:`ConfigError` listing every problem with the key it concerns.
     """
+    written = set(config)
     config = copy.deepcopy(config)
     _fill_defaults(config, schema, schema)
     _check_dataset_keys(config, schema)
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(_most_specific(validator.iter_errors(config)), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
-        lines = sorted({_describe(error) for error in errors})
+        lines = set()
+        for error in errors:
+            top_level_any_of = error.validator == "anyOf" and not error.absolute_path
+            lines.update(_nothing_to_run(error, written) if top_level_any_of else [_describe(error)])
+        lines = sorted(lines)
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines))
     config.setdefault("models", {})  # a regression-only configuration
     _check_cross_references(config)

@@ -31,6 +31,12 @@ from calibrepro.zoo.ensemble import check_ensembles
 min_version("9.27")  # the range pyproject.toml declares; the internals read are in calibrepro.snakemake_hooks
 
 
+def stop(message):
+    """End the run before any job with the message alone (a WorkflowError would add the line of this file that raised it)."""
+    print(f"Error: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
 # The embedded default runs when no --configfile is given. A --configfile replaces it
 # (instead of being merged key by key into it), so no demo model leaks into another run.
 if not workflow.overwrite_configfiles:
@@ -43,7 +49,7 @@ try:
     check_ensembles(_validated["models"])
     _name = run_name(_validated, workflow.overwrite_configfiles)
 except ConfigError as error:
-    raise WorkflowError(str(error)) from None
+    stop(error)
 config.clear()
 config.update(_validated)
 
@@ -125,7 +131,7 @@ def _collect_downloads():
     for item in items:
         known = downloads.setdefault(item.path, item)
         if known != item:
-            raise WorkflowError(f"two pinned files claim the download path {item.path!r}: {known} and {item}")
+            stop(f"two pinned files claim the download path {item.path!r}: {known} and {item}")
     return downloads
 
 
@@ -143,12 +149,12 @@ def check_user_files():
             try:
                 get_source("logits").check(dataset, model, spec, SETTINGS)
             except LogitsFileError as error:
-                raise WorkflowError(str(error)) from None
+                stop(error)
     for dataset, spec in REGRESSION.items():
         try:
             check_own_file(dataset, spec)
         except RegressionDataError as error:
-            raise WorkflowError(str(error)) from None
+            stop(error)
 
 
 check_user_files()
