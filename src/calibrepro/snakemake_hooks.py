@@ -119,6 +119,23 @@ def _end_descendants(grace: float = 3.0) -> None:
             pass
 
 
+def _end_leftover_workers() -> None:
+    """At the exit of an interrupted run: stop the worker processes that a job thread was still starting.
+
+    A job thread in the middle of starting a worker when :func:`_end_descendants` ran can leave one
+    alive: forked by the fork server just after the list of descendants was taken (then orphaned), or
+    by a fork server that multiprocessing restarted.  Such a worker waits for work forever, and
+    multiprocessing's own exit handler, which joins every worker it started, would wait for it: the
+    interrupted run never ended (seen once under a loaded test suite).  Registered with ``atexit`` after
+    that handler, this runs first, when no job thread can start another.
+    """
+    import multiprocessing
+
+    for child in multiprocessing.active_children():
+        child.kill()
+    _end_descendants(grace=1.0)
+
+
 def _quiet() -> None:
     """Send this process's remaining output to /dev/null: Snakemake's cancel path prints an error per job."""
     sys.stdout.flush()
@@ -148,6 +165,7 @@ def on_ctrl_c(workflow) -> None:
         except SnakemakeInternalsError:
             running, unfinished = [], []
         atexit.register(_remove, unfinished)
+        atexit.register(_end_leftover_workers)
         print(interrupt_message(running, sys.argv), file=sys.stderr, flush=True)
         _quiet()  # first: the jobs whose processes end now fail, and Snakemake would print each
         _end_descendants()
