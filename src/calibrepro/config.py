@@ -128,6 +128,11 @@ def _required_names(schema: dict) -> list[str]:
     return names
 
 
+def _is_top_level_any_of(error: jsonschema.ValidationError) -> bool:
+    """The schema's top-level ``anyOf``: a configuration names models, regression data sets or both."""
+    return error.validator == "anyOf" and not error.absolute_path
+
+
 def _most_specific(errors):
     """Prefer errors from inside if/then branches (they name the concrete key) over their summaries.
 
@@ -136,7 +141,7 @@ def _most_specific(errors):
     """
     leaves = []
     for error in errors:
-        if error.context and not (error.validator == "anyOf" and not error.absolute_path):
+        if error.context and not _is_top_level_any_of(error):
             leaves.extend(_most_specific(error.context))
         else:
             leaves.append(error)
@@ -157,8 +162,7 @@ def validate_config(config: dict, schema: dict) -> dict:
     if errors:
         lines = set()
         for error in errors:
-            top_level_any_of = error.validator == "anyOf" and not error.absolute_path
-            lines.update(_nothing_to_run(error, written) if top_level_any_of else [_describe(error)])
+            lines.update(_nothing_to_run(error, written) if _is_top_level_any_of(error) else [_describe(error)])
         lines = sorted(lines)
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines))
     config.setdefault("models", {})  # a regression-only configuration
