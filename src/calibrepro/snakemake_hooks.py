@@ -125,8 +125,9 @@ def _end_leftover_workers() -> None:
     A job thread in the middle of starting a worker when :func:`_end_descendants` ran can leave one
     alive: forked by the fork server just after the list of descendants was taken (then orphaned), or
     by a fork server that multiprocessing restarted.  Such a worker waits for work forever, and
-    multiprocessing's own exit handler, which joins every worker it started, would wait for it: the
-    interrupted run never ended (seen once under a loaded test suite).  Registered with ``atexit`` after
+    multiprocessing's own exit handler, which joins every worker it started, would wait for it (the likely
+    cause of an interrupted run that had not ended 120 s after Ctrl-C, seen once in the full test suite
+    and not reproduced).  Registered with ``atexit`` after
     that handler, this runs first, when no job thread can start another.
     """
     import multiprocessing
