@@ -222,7 +222,8 @@ def test_models_of_one_data_set_must_share_labels(tmp_path):
     )
     result = run_snakemake(tmp_path, "results/byo/metrics.csv", "--configfile", str(config))
     assert result.returncode != 0
-    assert "models of data set 'mydata': net_a (a.npz) and net_b (b.npz) have different labels" in result.stderr
+    assert "Error: models of data set 'mydata': net_a (a.npz) and net_b (b.npz) have different labels" in result.stderr
+    assert 'File "' not in result.stderr  # the message alone, no trail of the workflow's lines
     assert not (tmp_path / "results").exists()  # caught before any job
 
 
@@ -231,6 +232,7 @@ def test_unknown_config_key_fails_before_any_job(tmp_path):
     result = run_snakemake(tmp_path, "--configfile", str(config), "-n")
     assert result.returncode != 0
     assert "unknown key(s) 'bnis'" in result.stdout + result.stderr
+    assert 'File "' not in result.stdout + result.stderr
     assert not (tmp_path / "results").exists()
 
 

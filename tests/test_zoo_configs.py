@@ -90,4 +90,5 @@ def test_a_real_run_without_imagenet_fails_before_any_job(tmp_path):
     result = run_snakemake(workdir, "--configfile", str(path), timeout=300)
     assert result.returncode != 0
     assert "has no class folders" in result.stdout + result.stderr and "image-net.org" in result.stdout + result.stderr
+    assert "Error: datasets.imagenet.root" in result.stderr and 'File "' not in result.stdout + result.stderr
     assert not (workdir / "results" / "downloads").exists()

@@ -398,24 +398,29 @@ def regression_paths():
 
 
 def check_sources():
-    """Fail before any job starts when a model whose logits this run must produce cannot be produced."""
+    """Stop before any job starts when a model whose logits this run must produce cannot be produced.
+
+    The sources' checks and the files' agreement fail with the project's errors (ValueError subclasses
+    whose message names the key or file and the fix): the run ends with that message alone.
+    """
     pending = {
         (job.wildcards.dataset, job.wildcards.model)
         for job in hooks.pending_jobs(workflow)
         if job.rule.name == "logits"
     }
-    for dataset, model in MODELS + SHIFTED:
-        if (dataset, model) in pending:
-            spec = spec_of(dataset, model)
-            get_source(spec["source"]).check(dataset, model, spec, SETTINGS)
-    for dataset in sorted({dataset for dataset, _ in pending} - set(SHIFTS)):  # users' files of one data set must agree
-        user_files = {
-            f"{m} ({s['path']})": s["path"] for m, s in config["models"][dataset].items() if s["source"] == "logits"
-        }
-        try:
+    try:
+        for dataset, model in MODELS + SHIFTED:
+            if (dataset, model) in pending:
+                spec = spec_of(dataset, model)
+                get_source(spec["source"]).check(dataset, model, spec, SETTINGS)
+        # users' files of one data set must agree
+        for dataset in sorted({dataset for dataset, _ in pending} - set(SHIFTS)):
+            user_files = {
+                f"{m} ({s['path']})": s["path"] for m, s in config["models"][dataset].items() if s["source"] == "logits"
+            }
             check_agreement(user_files, group=f"models of data set {dataset!r}")
-        except LogitsFileError as error:
-            raise WorkflowError(str(error)) from None
+    except ValueError as error:
+        stop(error)
 
 
 # What the compute steps import, by the name of their rule (torch's optimisers import torch._dynamo on first use);
