@@ -44,30 +44,30 @@ def fold_path(method: str, k: int, samples: int, levels: int) -> tuple[int, int,
     from calibrepro.calibrators import make_calibrator
     from calibrepro.calibrators.dirichlet import one_blas_thread
     from calibrepro.calibrators.newton import SoftmaxRegression
+    from calibrepro.calibrators.regularisation_search import grid_path
 
     (zc, yc), _ = synthetic(k, samples)
     calibrator = make_calibrator(method)
     x = calibrator._x(zc)
     train, _ = next(StratifiedKFold(5, shuffle=True, random_state=0).split(zc, yc))
     grid = calibrator._grid()
-    kept = sorted({lam for lam, _ in grid}, reverse=True)[:levels]
     newton = products = 0
     converged = True
     start, cpu = time.perf_counter(), time.process_time()
     with one_blas_thread():
         problem = SoftmaxRegression(x[train], yc[train])
         solutions = {}
-        for i, begin in calibrator._path(grid):
-            if grid[i][0] not in kept:
-                continue
-            w, b, info = calibrator._solve(problem, *grid[i], solutions.get(begin))
-            solutions[i] = (w, b)
-            newton, products, converged = newton + info["n_iter"], products + info["n_hessp"], converged and info["converged"]
-            print(
-                f"    (lambda, mu) = {grid[i]}: {info['n_iter']:3d} Newton, {info['n_hessp']:4d} H.v,"
-                f" converged {info['converged']}, loss {info['final_loss']:.10f}, max|g| {info['final_grad_max_abs']:.1e}",
-                flush=True,
-            )
+        for level in grid_path(*zip(*grid))[:levels]:
+            for point, begin in level:
+                w, b, info = calibrator._solve(problem, *point, solutions.get(begin))
+                solutions[point] = (w, b)
+                newton, products = newton + info["n_iter"], products + info["n_hessp"]
+                converged = converged and info["converged"]
+                print(
+                    f"    (lambda, mu) = {point}: {info['n_iter']:3d} Newton, {info['n_hessp']:4d} H.v,"
+                    f" converged {info['converged']}, loss {info['final_loss']:.10f}, max|g| {info['final_grad_max_abs']:.1e}",
+                    flush=True,
+                )
     return newton, products, converged, time.process_time() - cpu, time.perf_counter() - start
 
 
