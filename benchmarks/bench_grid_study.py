@@ -124,14 +124,13 @@ def print_table(rows: list[dict], summary: bool = True, header: bool = True) -> 
         )
     for method in sorted({r["method"] for r in rows}) if summary else []:
         mine = [r for r in rows if r["method"] == method]
+        places = " / ".join(str(sum(r["lambda_where"] == place for r in mine)) for place in ("inside", "edge", "beyond"))
+        to_ts = [r["test_nll"] / r["temperature_scaling"] for r in mine]
         worse = sum(r["test_nll"] > r["uncalibrated"] for r in mine)
-        print(
-            f"{method}: {len(mine)} fits; chosen lambda inside / at the edge of / beyond the grid:"
-            f" {sum(r['lambda_where'] == 'inside' for r in mine)} / {sum(r['lambda_where'] == 'edge' for r in mine)}"
-            f" / {sum(r['lambda_where'] == 'beyond' for r in mine)}; capped {sum(r['capped'] for r in mine)};"
-            f" test NLL / TS median {np.median([r['test_nll'] / r['temperature_scaling'] for r in mine]):.4f},"
-            f" worst {max(r['test_nll'] / r['temperature_scaling'] for r in mine):.4f}; worse than uncalibrated: {worse}"
-        )
+        capped = sum(r["capped"] for r in mine)
+        print(f"{method}: {len(mine)} fits; chosen lambda inside / at the edge of / beyond the grid: {places};"
+              f" capped {capped}; test NLL / TS median {np.median(to_ts):.4f}, worst {max(to_ts):.4f};"
+              f" worse than uncalibrated: {worse}")
 
 
 def main(argv=None) -> int:
