@@ -181,6 +181,7 @@ def test_unknown_method_is_a_clear_error():
         ({"mus": [0.1, -1.0]}, r"calibrator_options\.dirichlet_odir\.mus: .* >= 0, got \[-1\.0\]"),
         ({"lambdas": [float("nan")]}, r"finite"),
         ({"folds": 1000}, r"calibrator_options\.dirichlet_odir\.folds = 1000"),
+        ({"max_extensions": -1}, r"calibrator_options\.dirichlet_odir\.max_extensions = -1: give 0"),
     ],
 )
 def test_bad_options_name_the_config_key(options, message):

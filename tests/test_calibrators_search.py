@@ -156,3 +156,15 @@ def test_full_matrix_methods_keep_the_paper_s_claim_on_cifar100_like_logits():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     claim_holds(*module.realistic(100, 2500))
+
+
+def test_a_strong_end_that_already_scores_like_its_neighbour_is_not_extended():
+    """The grid's two strongest mus score alike: the penalty's limit is reached inside the grid, no fit beyond it.
+    At the weak end a tie says nothing about weaker values: there the search looks."""
+    flat_above_1 = lambda lam, mu: bowl(10.0)(lam, mu) + (1e-6 / mu if mu >= 1.0 else 0.1)  # noqa: E731
+    found = search(flat_above_1, [1.0, 10.0, 100.0], [0.01, 1.0, 100.0])
+    assert found.best == (10.0, 100.0) and found.extension == [] and not found.capped
+    assert found.stops == ["mu above the grid: not extended, mu = 1 and 100 score alike: the limit is reached"]
+    flat_below_1 = lambda lam, mu: bowl(10.0)(lam, mu) + (1e-6 * mu if mu <= 1.0 else 0.1)  # noqa: E731
+    found = search(flat_below_1, [1.0, 10.0, 100.0], [0.01, 1.0, 100.0])
+    assert [(e["lambda"], e["mu"]) for e in found.extension] == [(10.0, 1e-4)]

@@ -263,6 +263,10 @@ class _MatrixCalibrator(Calibrator):
             return (w, b), info, _nll_sum(x[held], y[held], w, b)
 
         mus = self.mus if self._penalty == "odir" else (0.0,)
+        if not int(self.max_extensions) >= 0:
+            raise ValueError(
+                f"calibrator_options.{self.method}.max_extensions = {self.max_extensions}: give 0 (the grid only) or more"
+            )
         return RegularisationSearch(
             check_grid(self.lambdas, f"calibrator_options.{self.method}.lambdas"),
             check_grid(mus, f"calibrator_options.{self.method}.mus"),
@@ -315,7 +319,7 @@ class _MatrixCalibrator(Calibrator):
                 "seed": int(self.seed),
                 "scoring": "held-out mean NLL (unpenalised), StratifiedKFold(shuffle=True)",
                 "path": "warm starts from strong to weak regularisation, every fold"
-                + ("; stops at the first lambda that scores worse than a stronger one" if self.early_stop else "")
+                + ("; stops at the first lambda that scores worse than the best so far (beyond the tolerance)" if self.early_stop else "")
                 + "; extended beyond the grid's ends where the best point sits (regularisation_search)",
                 **search.record(),
                 "warnings": sorted({str(w.message) for w in caught}),

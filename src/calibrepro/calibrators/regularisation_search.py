@@ -19,7 +19,10 @@ bracketed optimum of the held-out NLL or the regulariser's limit:
    The extension stops at the first level that does not improve the best score by more than
    ``plateau``: either it scores worse (the optimum is bracketed) or the scores have reached the
    regulariser's limit (ODIR: lambda -> infinity makes ``W`` diagonal, vector scaling on the
-   features; Dir-L2: ``W, b`` tend to their target, the identity map or the uniform one).
+   features; Dir-L2: ``W, b`` tend to their target, the identity map or the uniform one).  No value
+   is added above the grid where its two largest values already score alike (within ``plateau``):
+   the penalty's limit is reached inside the grid (at K = 100 every mu >= 1 scores alike to 3e-5,
+   issue 33's study).  Below the grid a tie says nothing about weaker values, so there it is tried.
 3. **Mu beyond the grid**, at the chosen lambda, in the same way (ODIR only).
 
 Each direction adds at most ``max_extensions`` values; when the last one still improved the score
@@ -126,13 +129,17 @@ class RegularisationSearch:
         lam, mu = self.best
         at = lam if axis == "lambda" else mu
         if at == values[-1]:
-            direction, ratio = "above", values[-1] / values[-2] if values[-2] > 0 else _DEFAULT_RATIO
+            direction, ratio, inner = "above", values[-1] / values[-2] if values[-2] > 0 else _DEFAULT_RATIO, values[-2]
         elif at == values[0] and at > 0:
-            direction, ratio = "below", 1.0 / (values[1] / values[0])
+            direction, ratio, inner = "below", 1.0 / (values[1] / values[0]), values[1]
         else:
             return
         stage = f"{axis} {direction} the grid"
         best_score, previous = self.scores[self.best], at
+        neighbour = (inner, mu) if axis == "lambda" else (lam, inner)
+        if direction == "above" and not self._worse(self.scores[neighbour], best_score):
+            self.stops.append(f"{stage}: not extended, {axis} = {inner:g} and {at:g} score alike: the limit is reached")
+            return
         for step in range(1, self.max_extensions + 1):
             value = float(f"{at * ratio**step:.12g}")  # 1e-06, not 1.0000000000000002e-06
             if axis == "lambda":
