@@ -70,9 +70,10 @@ from calibrepro.calibrators.newton import SoftmaxRegression, array_ops, penalty_
 from calibrepro.calibrators.regularisation_search import RegularisationSearch
 
 #: default regularisation grids (normalised penalties, see the module docstring), from issue 33's study
-#: (benchmarks/README.md): the CV optimum of lambda lies at 1-1e4 on real CIFAR-10 models and at 1e3-1e6 on
-#: synthetic CIFAR-100-like logits; mu changes the score little (mu >= 1 all alike at K = 100)
-DEFAULT_LAMBDAS = (0.1, 1.0, 10.0, 100.0, 1e3, 1e4, 1e5, 1e6)
+#: (benchmarks/README.md): the CV optimum of lambda lies at 1-100 on the real CIFAR-10 models, at 1e3-1e6 on
+#: synthetic CIFAR-100-like logits and at 1e7-1e8 on ImageNet-like ones; mu changes the score little
+#: (at K = 100 every mu >= 1 alike), so two values, and the search follows it beyond them
+DEFAULT_LAMBDAS = (0.1, 1.0, 10.0, 100.0, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9)
 DEFAULT_MUS = (1.0, 100.0)
 #: cost model of one fit in N x K x K matrix products with the sampled-block preconditioner (CPU), and
 #: the speed of one core it is converted to time with: measured on the 2-core build machine, 57
@@ -91,12 +92,14 @@ def estimated_flops(n: int, k: int, fits: int) -> float:
 
     Each fit costs about ``_PRODUCTS_PER_FIT`` products of an N x K by K x K matrix (2 N K^2
     operations each): loss, gradient and preconditioner per Newton iteration and two per
-    conjugate-gradient step, counted in CPU seconds of whole cross-validations (default grids, 5
-    folds, early stop) on the benchmark's synthetic logits (``bench_calibrators.py --beyond-only
-    --device cpu``, issue 18's third session): K = 1000 with 25,000 calibration samples 36-40 per fit
-    (Dir-L2 1,402 CPU s for 21 fits, Dir-ODIR 2,077 s for 31, MS-ODIR 1,864 s for 31); K = 100 with
-    5,000 samples, at load 3.5, 75-107 (Dir-L2 3.9 CPU s for 11 fits, Dir-ODIR 8.3 s and MS-ODIR
-    7.7 s for 31): 60 in between, so a plan is within about a factor of two either way.
+    conjugate-gradient step, counted in CPU seconds of whole cross-validations.  Issue 18 (its grids,
+    ``bench_calibrators.py --beyond-only --logits simple``): K = 1000 with 25,000 calibration samples
+    36-40 per fit, K = 100 with 5,000 samples 75-107.  Issue 33 (the default search,
+    ``bench_grid_study.py`` and ``bench_calibrators.py --beyond-only`` on realistic logits): K = 1000
+    Dir-L2 / Dir-ODIR / MS-ODIR 13 / 46 / 14 per fit (449 CPU s for 21 fits, 4,278 for 56, 1,060
+    for 46), K = 100 (quiet) 37 / 60 / 33 (4.5 CPU s for 36 fits, 13.3 for 66, 6.8 for 61).  60
+    keeps the costliest, Dir-ODIR, within its measurements and over-estimates the two others
+    (about 3x at K = 1000): a budget refuses no fit that would have fitted.
     """
     return float(fits) * _PRODUCTS_PER_FIT * 2.0 * n * k * k
 
