@@ -485,3 +485,19 @@ def test_a_fit_that_did_not_converge_is_marked_in_the_tables(tmp_path):
 def test_auto_takes_a_gpu_only_for_many_classes(device, k, expected):
     """``device: auto`` fits CIFAR-sized problems on the CPU even where a GPU is present (same bits everywhere)."""
     assert make_calibrator("dirichlet_odir", device=device)._device_spec(k) == expected
+
+
+def test_an_extreme_penalty_converges_at_the_gradient_s_rounding_error():
+    """Dir-L2 at lambda = 1e9 (K = 10; the default grid's top): b = c - W m's rounding, times the penalty, keeps the
+    gradient above 1e-6; the fit stops there, converged, and says why (the demo's overconfident MLP, issue 33)."""
+    from calibrepro.calibrators.newton import SoftmaxRegression, penalty_weights
+
+    rng = np.random.default_rng(22)
+    z = rng.normal(size=(360, 10)) * 12  # log-probabilities down to about -60, as an overconfident network's
+    y = sample_labels(z / 3, rng)
+    x = log_softmax64(z)
+    cw, cb = penalty_weights("l2", 10, 1e9, 0.0)
+    w, b, info = SoftmaxRegression(x, y).fit(cw, cb, np.eye(10), np.zeros(10), tolerance=1e-6, max_iter=20, centre=np.eye(10))
+    assert info["converged"] and info["n_iter"] <= 3, info["stop_reason"]
+    assert info["final_grad_max_abs"] > 1e-6 and "rounding error" in info["stop_reason"]
+    assert np.abs(w - np.eye(10)).max() < 1e-6 and np.abs(b).max() < 1e-6
