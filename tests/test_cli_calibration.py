@@ -216,6 +216,8 @@ def test_a_users_own_predictions_file_is_fitted_whole(tmp_path, capsys):
      "holds a 'std_scaling' calibrator of the regression task, not a classification calibrator"),
     (["apply", "{k3_json}", "{logits}", "-o", "{out}"],
      "fitted on logits of 3 classes, but {logits} has 5; a calibrator applies to the model"),
+    (["apply", "{k3_json}", "{logits}", "--method", "vector_scaling", "-o", "{out}"],
+     "{k3_json}: holds a 'temperature_scaling' calibrator where 'vector_scaling' was expected"),
     (["apply", "{not_json}", "{logits}", "-o", "{out}"], "not a calibrator file (not JSON"),
     (["apply", "{split}", "{logits}", "-o", "{out}"], "not a calibrator file (not JSON"),
     (["apply", "{k3_json}", "{split}", "-o", "{out}"], "neither a logits archive"),
@@ -223,27 +225,45 @@ def test_a_users_own_predictions_file_is_fitted_whole(tmp_path, capsys):
     (["fit", "--method", "temperature_scaling", "{logits}", "--config", "{bad_config}", "-o", "{out}"],
      "calibrator_options"),
 ])
-def test_errors_name_what_is_wrong_and_leave_no_output(tmp_path, arguments, message):
-    files = {"logits": tmp_path / "new.npz", "out": tmp_path / "out" / "x.json", "split": tmp_path / "split.npz",
-             "other_split": tmp_path / "other_split.npz", "regression_json": tmp_path / "std.json",
-             "k3_json": tmp_path / "k3.json", "not_json": tmp_path / "bad.json", "bad_config": tmp_path / "c.yaml"}
+def test_errors_name_what_is_wrong_and_leave_no_output(wrong, arguments, message, capsys):
+    words = [word.format(**wrong) for word in arguments]
+    assert cli.main(words) == 1
+    error = capsys.readouterr().err
+    assert error.startswith("calibrepro: error: ") and message.format(**wrong) in error
+    assert not wrong["out"].parent.exists()
+
+
+@pytest.fixture(scope="module")
+def wrong(tmp_path_factory):
+    """Files that do not go together: logits of 5 classes and their split, another model's split, a regression
+    calibrator, a calibrator of 3 classes, a file that is no JSON, a configuration with a wrong key."""
+    root = tmp_path_factory.mktemp("wrong")
+    files = {"logits": root / "new.npz", "out": root / "out" / "x.json", "split": root / "split.npz",
+             "other_split": root / "other_split.npz", "regression_json": root / "std.json",
+             "k3_json": root / "k3.json", "not_json": root / "bad.json", "bad_config": root / "c.yaml"}
     new_logits(files["logits"])
-    new_logits(tmp_path / "k3.npz", k=3)
-    new_logits(tmp_path / "other.npz", seed=5)
-    pipeline.split_step(tmp_path / "other.npz", 0.5, 0, files["other_split"], dataset="d")
+    new_logits(root / "k3.npz", k=3)
+    new_logits(root / "other.npz", seed=5)
+    pipeline.split_step(root / "other.npz", 0.5, 0, files["other_split"], dataset="d")
     pipeline.split_step(files["logits"], 0.5, 0, files["split"], dataset="d")
-    predictions_file(tmp_path / "p.npz")
-    commands.fit_file(tmp_path / "p.npz", "std_scaling", files["regression_json"], half="calibration")
-    commands.fit_file(tmp_path / "k3.npz", "temperature_scaling", files["k3_json"])
+    predictions_file(root / "p.npz")
+    commands.fit_file(root / "p.npz", "std_scaling", files["regression_json"], half="calibration")
+    commands.fit_file(root / "k3.npz", "temperature_scaling", files["k3_json"])
     files["not_json"].write_text("{not json")
     files["bad_config"].write_text(yaml.safe_dump({"models": {"d": {"m": {"source": "logits", "path": "x.npz"}}},
                                                    "calibrator_options": {"temperature_scaling": {"x": 1}}}))
-    words = [word.format(**files) for word in arguments]
-    result = run(*words)
-    assert result.returncode == 1, result.stdout + result.stderr
-    assert "Traceback" not in result.stderr
-    assert message.format(**files) in result.stderr.strip().splitlines()[-1]
-    assert not (tmp_path / "out").exists()
+    return files
+
+
+def test_an_error_in_a_new_process_is_one_line_without_traceback(wrong):
+    result = run("apply", str(wrong["k3_json"]), str(wrong["logits"]), "-o", str(wrong["out"]))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == (
+        f"calibrepro: error: {wrong['k3_json']}: fitted on logits of 3 classes, but {wrong['logits']} has 5; a "
+        "calibrator applies to the model (and classes) it was fitted on: fit one with calibrepro fit --method "
+        f"temperature_scaling {wrong['logits']} -o <calibrator>.json"
+    )
+    assert not wrong["out"].parent.exists()
 
 
 def test_help_of_each_command_shows_its_examples(capsys):

@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -132,7 +133,7 @@ def _apply(args: argparse.Namespace) -> int:
     from calibrepro.commands import LEVELS, apply_calibrator
 
     arrays = apply_calibrator(args.calibrator, args.file, args.output, split=args.split, half=args.half,
-                              levels=args.levels or LEVELS)
+                              levels=args.levels or LEVELS, method=args.method)
     method = json.loads(str(arrays["metadata"]))["method"]
     what = ("calibrated probabilities" if "probabilities" in arrays
             else f"recalibrated mean, std, quantiles at {len(arrays['levels'])} levels and PIT values")
@@ -241,7 +242,7 @@ def add_command(commands, name: str, handler, summary: str, example: str, *more:
     parser = commands.add_parser(
         name,
         help=summary,
-        description=summary + (f"\n\n{details}" if details else ""),
+        description="\n\n".join(textwrap.fill(text, 100) for text in (summary, details) if text),
         epilog=f"example{'s' if more else ''}:{examples}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -297,7 +298,7 @@ def _calibration_commands(commands) -> None:
         _apply,
         "apply a fitted calibrator to a model's logits (or predictions): calibrated probabilities (or the recalibrated "
         "predictive's mean, std and quantiles) in an .npz",
-        "calibrepro apply ts.json logits/my_vit.npz -o probs.npz",
+        "calibrepro apply ts.json new/my_resnet.npz -o probs.npz",
         "calibrepro apply results/my/calibrators/mydata/my_resnet/temperature_scaling/seed0.json "
         "results/my/logits/mydata/my_resnet.npz --split results/my/splits/mydata/seed0.npz --half test -o probs.npz",
         details="Writes (numpy.load(path)): classification: 'probabilities' (N, K) float64, 'rows' (their rows in the "
@@ -309,6 +310,7 @@ def _calibration_commands(commands) -> None:
     apply.add_argument("calibrator", help="a fitted calibrator's .json (calibrepro fit, or the pipeline's)")
     _inputs(apply, "the model's outputs to calibrate")
     apply.add_argument("-o", "--output", required=True, help="the .npz to write")
+    apply.add_argument("--method", help="check that the calibrator file holds this method")
     apply.add_argument("--levels", type=_numbers, metavar="Q1,Q2,...",
                        help="regression: the quantile levels (default 0.025,0.05,0.1,0.25,0.5,0.75,0.9,0.95,0.975)")
 
@@ -318,7 +320,7 @@ def _calibration_commands(commands) -> None:
         _evaluate,
         "metrics of probabilities, or of logits (calibrated by a fitted calibrator, or not), with bootstrap intervals",
         "calibrepro evaluate probs.npz",
-        "calibrepro evaluate logits/my_vit.npz --calibrator ts.json --metrics ece,nll --resamples 200 -o ece.csv",
+        "calibrepro evaluate new/my_resnet.npz --calibrator ts.json --metrics ece,nll --resamples 200 -o ece.csv",
         "calibrepro evaluate results/my/logits/mydata/my_resnet.npz --split results/my/splits/mydata/seed0.npz "
         "--half test --config my.yaml",
         details="The estimates are the pipeline's metrics.csv values; the intervals are its bootstrap "

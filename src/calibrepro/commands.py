@@ -199,11 +199,12 @@ def fit_file(path, method: str, output, *, split=None, half: str | None = None,
     return calibrator, inputs
 
 
-def load_for(calibrator_path, inputs: Inputs):
-    """The fitted calibrator in ``calibrator_path``, checked against the model outputs it is to be applied to."""
+def load_for(calibrator_path, inputs: Inputs, method: str | None = None):
+    """The fitted calibrator in ``calibrator_path`` (which must hold ``method`` when given), checked against the
+    model outputs it is to be applied to."""
     where = inputs.source["file"]
     fix = f"give a file of calibrepro fit, or fit one on these outputs: calibrepro fit --method <method> {where} ..."
-    calibrator = read_calibrator(calibrator_path, inputs.task, fix=fix)
+    calibrator = read_calibrator(calibrator_path, inputs.task, method, fix=fix)
     fitted_on = getattr(calibrator, "n_classes_", None)
     classes = inputs.half.inputs.shape[1] if inputs.task.name == "classification" else None
     if fitted_on is not None and fitted_on != classes:
@@ -216,11 +217,11 @@ def load_for(calibrator_path, inputs: Inputs):
 
 
 def apply_calibrator(calibrator_path, path, output, *, split=None, half: str | None = None,
-                     levels: Sequence[float] = LEVELS) -> dict[str, np.ndarray]:
+                     levels: Sequence[float] = LEVELS, method: str | None = None) -> dict[str, np.ndarray]:
     """Write the calibrated outputs of the model outputs in ``path`` (or their ``half``) under the fitted calibrator
-    in ``calibrator_path`` to ``output`` (module docstring); return the arrays written."""
+    in ``calibrator_path`` (of ``method``, when given) to ``output`` (module docstring); return the arrays written."""
     inputs = read_inputs(path, split=split, half=half, labels=False)
-    calibrator = load_for(calibrator_path, inputs)
+    calibrator = load_for(calibrator_path, inputs, method)
     if inputs.task.name == "classification":
         arrays = {"probabilities": inputs.task.predict(calibrator, inputs.half), "rows": inputs.rows}
         if inputs.half.targets is not None:

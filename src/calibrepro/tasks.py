@@ -235,8 +235,9 @@ def read_calibrator(path, task: str | Task, method: str | None = None, *, fix: s
     calibrator = _from_json(task, data)
     if not isinstance(calibrator, Exception):
         return calibrator
-    others = [name for name in TASKS if name != task.name and not isinstance(_from_json(task_of(name), data), Exception)]
-    holds = f"a {stored!r} calibrator of the {others[0]} task" if others else f"a {stored!r} calibrator that cannot be read"
+    others = [name for name in TASKS
+              if name != task.name and not isinstance(_from_json(task_of(name), data), Exception)]
+    holds = f"a {stored!r} calibrator " + (f"of the {others[0]} task" if others else "that cannot be read")
     raise CalibratorFileError(
         f"{path}: holds {holds}, not a {task.name} calibrator ({type(calibrator).__name__}: {calibrator}); {fix}"
     )
