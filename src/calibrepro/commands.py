@@ -39,7 +39,9 @@ import numpy as np
 
 from calibrepro import bootstrap
 from calibrepro.io import atomic_path, load_logits, tidy_csv, write_json, write_text
-from calibrepro.tasks import CalibratorFileError, Half, Task, fit_calibrator, fitted_json, read_calibrator, task_of
+from calibrepro.tasks import (
+    TASKS, CalibratorFileError, Half, Task, fit_calibrator, fitted_json, read_calibrator, task_of,
+)
 
 #: the halves of a split (of a pipeline predictions file: its parts)
 HALVES = ("calibration", "test")
@@ -160,7 +162,7 @@ def check_options(task: Task, method: str, options: Mapping[str, Any]) -> None:
         accepted = [name for name in type(task.make_calibrator(method))._get_param_names()
                     if name not in ("bins", "threads")]
     except ValueError as error:
-        others = [name for name in ("classification", "regression") if name != task.name and _knows(name, method)]
+        others = [name for name in TASKS if name != task.name and _knows(name, method)]
         if others:
             raise InputFileError(
                 f"{method!r} is a {others[0]} method: it fits on "
