@@ -36,16 +36,12 @@ from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 
-from calibrepro.io import load_labels, read_json, write_json, write_text
+from calibrepro.io import load_labels, write_json, write_text
 from calibrepro.report.metrics_file import NOT_CONVERGED, concatenate_metrics
-from calibrepro.tasks import Task, task_of
+from calibrepro.tasks import CalibratorFileError, Task, fit_calibrator, fitted_json, read_calibrator, task_of
 from calibrepro.workers import offload
 
 _logger = logging.getLogger("calibrepro")
-
-
-class CalibratorFileError(ValueError):
-    """A calibrator file holds another method than the one the workflow asked for."""
 
 
 class _ThisThread(logging.Filter):
@@ -148,8 +144,8 @@ def fit_step(
         [half] = task.halves(data_path, split_path, "calibration")
         for method, output in outputs.items():
             start = time.perf_counter()
-            calibrator = _fit(task, method, half, options, bins=bins, threads=threads)
-            write_json(output, {**calibrator.to_json(), "calibration_samples": int(len(half.targets))})
+            calibrator = fit_calibrator(task, method, half, options, bins=bins, threads=threads)
+            write_json(output, fitted_json(calibrator, half))
             seconds = time.perf_counter() - start
             logger.info("%s: fitted on %d samples in %.2f s -> %s", method, len(half.targets), seconds, output)
             diagnostics = getattr(calibrator, "diagnostics_", {})
@@ -159,12 +155,6 @@ def fit_step(
                     "raise calibrator_options.%s.max_iter or the regularisation",
                     method, diagnostics.get("stop_reason"), output, method,
                 )
-
-
-def _fit(task: Task, method: str, half, options: Mapping[str, Mapping] | None, *, bins: int, threads: int = 1):
-    """A calibrator of ``method`` made with its ``options`` and the run's ``bins`` and ``threads``, fitted on ``half``."""
-    hyperparameters = {**(options or {}).get(method, {}), "bins": bins, "threads": threads}
-    return task.fit(task.make_calibrator(method, **hyperparameters), half)
 
 
 def logits_shape(logits_path, dataset: str) -> tuple[int, int] | None:
@@ -258,15 +248,8 @@ def fit_plan_summary(jobs: Sequence[tuple], *, calibration_fraction: float, thre
 
 
 def load_calibrator(path, method: str, task: str | Task = "classification"):
-    """The fitted calibrator of ``task`` stored in ``path``, which must hold ``method``."""
-    data = read_json(path)
-    stored = data.get("method") if isinstance(data, dict) else None
-    if stored != method:
-        raise CalibratorFileError(
-            f"{path}: holds a {stored!r} calibrator where {method!r} was expected; "
-            "delete the file and run the workflow again to refit it"
-        )
-    return task_of(task).calibrator_from_json(data)
+    """The fitted calibrator of ``task`` stored in ``path``, which must hold ``method`` (:class:`CalibratorFileError`)."""
+    return read_calibrator(path, task, method, fix="delete the file and run the workflow again to refit it")
 
 
 @offload
@@ -321,7 +304,7 @@ def evaluate_step(
         for method, path in calibrators.items():
             start = time.perf_counter()
             if path is None:
-                calibrator = _fit(task, method, calibration, options, bins=bins)
+                calibrator = fit_calibrator(task, method, calibration, options, bins=bins)
             else:
                 calibrator = load_calibrator(path, method, task)
             predicted = task.predict(calibrator, test)
