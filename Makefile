@@ -59,8 +59,9 @@ unlock: $(STAMP)
 
 # The suite runs in TEST_WORKERS pytest processes (pytest-xdist; at most 4 for `auto`), a test module
 # at a time in each: the Slurm tests share one cluster, so they must stay in one process (--dist loadfile).
+# PYTHONUTF8: the tests read the UTF-8 files the pipeline writes (Russian captions) whatever the locale.
 test: $(STAMP)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	PYTHONUTF8=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PIP) '.[bench]'
