@@ -5,7 +5,7 @@ The AVX-512 and AVX2 kernels sum in another order (16 lanes instead of 8) and co
 ``log`` differently, so the demo's networks trained on an AVX-512 machine ended with other weights
 than on an AVX2 one, and NumPy's float64 ``exp``/``log`` differ in the last bit between the two
 (measured on the developers' machine: docs/reproducibility.md). :func:`pin_kernels` points every
-library at its AVX2 path (x86-64-v3: every x86-64 processor since 2013-2015 has it), which an
+library at its AVX2 path (x86-64-v3: Intel Core and Xeon since 2013, AMD since Zen), which an
 AVX-512 machine runs as well, through the environment variables each library reads:
 
 * ``ATEN_CPU_CAPABILITY=avx2``: torch's own CPU kernels (read at its first operation);
