@@ -16,11 +16,19 @@ torch nor scikit-learn. README.md, "Use as a library", shows them at work; docs/
   :func:`recalibrator_from_json`, :func:`predictive_from_arrays`;
 * the command line's work on files (:mod:`calibrepro.commands`): :func:`fit_file`, :func:`apply_calibrator`,
   :func:`evaluate_file`.
+
+Importing the package first pins the numerical libraries' kernels (:mod:`calibrepro.determinism`), before
+anything of it imports NumPy or torch: the library computes the pipeline's bytes on every machine
+(docs/reproducibility.md; ``CALIBREPRO_NATIVE_KERNELS=1`` keeps each library's own kernels).
 """
 
 from __future__ import annotations
 
 import importlib
+
+from calibrepro.determinism import pin_kernels
+
+pin_kernels()
 
 #: public name -> the module that defines it
 _PUBLIC = {

@@ -2,7 +2,10 @@
 
 Settings come from the config section ``inference``: ``device`` (auto: the first GPU when CUDA is
 available, else the CPU; or cpu, cuda, cuda:N), ``batch_size``, ``workers`` (DataLoader worker
-processes) and ``amp`` (float16 autocast on CUDA only, off by default). With ``amp`` off the GPU runs
+processes), ``amp`` (float16 autocast on CUDA only, off by default) and ``threads`` (torch's threads
+on the CPU, 2 by default: oneDNN splits a convolution by the thread count, so a ResNet-18's float32
+logits differed between 1, 2, 3 and 4 threads; a fixed count gives the same bytes on any number of
+cores, docs/reproducibility.md). With ``amp`` off the GPU runs
 in full float32 (TF32 disabled for matmuls and convolutions), so that logits computed on a GPU and
 on a CPU agree to float32 rounding. Logits are returned as float32 in dataset order.
 
@@ -24,8 +27,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from calibrepro import determinism
+from calibrepro.determinism import seeded, torch_threads
+from calibrepro.training.networks import set_dropout
+
 #: defaults of the config section ``inference`` (the schema documents each key)
-DEFAULTS = {"device": "auto", "batch_size": 256, "workers": 2, "amp": False, "preprocessing": "batched"}
+DEFAULTS = {"device": "auto", "batch_size": 256, "workers": 2, "amp": False, "preprocessing": "batched", "threads": 2}
 
 
 def inference_settings(config: dict) -> dict:
@@ -78,24 +85,26 @@ def _full_precision(device: torch.device, amp: bool):
 
 def _mc_seed(mc_dropout: int | None, seed: int, device: torch.device):
     """The seeded block of MC-Dropout's masks (nothing to seed without it)."""
-    from calibrepro.training.trainer import seeded
-
     return seeded(seed, device) if mc_dropout else nullcontext()
 
 
 @contextmanager
-def _running(model: torch.nn.Module, device: torch.device, amp: bool, mc_dropout: int | None, seed: int):
+def _running(model: torch.nn.Module, device: torch.device, amp: bool, mc_dropout: int | None, seed: int, threads: int):
     """``model`` on ``device`` in eval mode (its dropout layers on for MC-Dropout, with seeded masks), without
-    autograd, in full float32 unless ``amp``; yields the autocast context of each forward pass."""
-    from calibrepro.training.trainer import set_dropout
-
+    autograd, in full float32 unless ``amp``, on ``threads`` CPU threads; yields the autocast context of each
+    forward pass."""
     model.to(device).eval()
     if mc_dropout:
         set_dropout(model, True)
     use_amp = bool(amp) and device.type == "cuda"
     autocast = torch.autocast(device_type="cuda", dtype=torch.float16) if use_amp else nullcontext()
     try:
-        with _full_precision(device, use_amp), torch.inference_mode(), _mc_seed(mc_dropout, seed, device):
+        with (
+            _full_precision(device, use_amp),
+            torch_threads(threads),
+            torch.inference_mode(),
+            _mc_seed(mc_dropout, seed, device),
+        ):
             yield autocast
     finally:
         if mc_dropout:
@@ -130,6 +139,7 @@ def predict(
     desc: str = "logits",
     mc_dropout: int | None = None,
     seed: int = 0,
+    threads: int = DEFAULTS["threads"],
 ) -> np.ndarray:
     """Logits ``(N, K)`` float32 of ``model`` on every item ``(input, label)`` of ``dataset``, in order.
 
@@ -137,6 +147,7 @@ def predict(
     T times with its dropout layers on (the rest, batch norm included, in eval mode) and the result
     is ``log(1/T sum_t softmax(z_t))``, computed in float64 like an ensemble's
     (:func:`calibrepro.zoo.ensemble.log_mean_softmax`); the dropout masks are seeded with ``seed``.
+    ``threads``: torch's CPU threads (module docstring).
     """
     from tqdm.auto import tqdm
 
@@ -152,7 +163,7 @@ def predict(
     )
     outputs = []
     try:
-        with _running(model, device, amp, mc_dropout, seed) as autocast:
+        with _running(model, device, amp, mc_dropout, seed, threads) as autocast:
             for inputs, _ in tqdm(loader, desc=desc, unit="batch", disable=not progress, file=sys.stderr):
                 outputs.append(_forward(model, inputs.to(device, non_blocking=True), autocast, mc_dropout).cpu())
     except ValueError as error:
@@ -180,13 +191,14 @@ def predict_array(
     desc: str = "logits",
     mc_dropout: int | None = None,
     seed: int = 0,
+    threads: int = DEFAULTS["threads"],
 ) -> np.ndarray:
     """Logits ``(N, K)`` float32 of ``model`` on ``images`` ``(N, H, W, C)`` uint8, preprocessed on the device.
 
     Each batch is ``(x / 255 - mean) / std`` in float32, channel first: element for element the
     operations of ``transforms.ToTensor()`` then ``transforms.Normalize(mean, std)``, so the inputs
     equal the reference path's bit for bit on the same device (checked in tests/test_zoo_inference.py).
-    ``mc_dropout`` and ``seed`` as in :func:`predict`.
+    ``mc_dropout``, ``seed`` and ``threads`` as in :func:`predict`.
     """
     from tqdm.auto import tqdm
 
@@ -207,7 +219,7 @@ def predict_array(
     full_scale = torch.full((), 255.0, dtype=torch.float32, device=device)
     outputs = []
     batches = range(0, len(pixels), batch_size)
-    with _running(model, device, amp, mc_dropout, seed) as autocast:
+    with _running(model, device, amp, mc_dropout, seed, threads) as autocast:
         for start in tqdm(batches, desc=desc, unit="batch", disable=not progress, file=sys.stderr):
             batch = pixels[start : start + batch_size].to(device).permute(0, 3, 1, 2).contiguous()
             inputs = batch.to(torch.float32).div(full_scale).sub(mean_t).div(std_t)
@@ -231,6 +243,7 @@ def environment(device: torch.device) -> dict:
         "platform": platform.platform(),
         "device": str(device),
         "device_name": device_name(device),
+        "kernels": determinism.describe(),
     }
     for package in ("torchvision", "timm"):
         try:

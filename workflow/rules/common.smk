@@ -7,7 +7,7 @@ import sys
 from snakemake.settings.types import DeploymentMethod
 from snakemake.utils import min_version
 
-from calibrepro import pipeline, workers
+from calibrepro import determinism, pipeline, workers
 from calibrepro import snakemake_hooks as hooks
 
 from calibrepro.config import (
@@ -446,12 +446,13 @@ def start_workers():
     With profiles/default every local job is a thread of this Snakemake process, and the interpreter
     lock would let one compute at a time; so the steps of two or more compute jobs go to as many
     worker processes as there are cores, whose fork server imports what those steps need once
-    (calibrepro.workers). Slurm jobs and runs without the profile run each step in a process anyway.
+    (calibrepro.workers); a single one too where this process imported NumPy before the kernels were
+    pinned (calibrepro.determinism). Slurm jobs and runs without the profile run each step in a process anyway.
     """
     if not hooks.local_jobs_are_threads(workflow):
         return
     compute = [job.rule.name for job in hooks.pending_jobs(workflow) if job.rule.name in WORKER_IMPORTS]
-    if len(compute) > 1:
+    if len(compute) > 1 or (compute and not determinism.kernels_pinned()):
         preload = sorted({module for rule in compute for module in WORKER_IMPORTS[rule]})
         workers.configure(hooks.cores(workflow), preload)
 

@@ -42,6 +42,8 @@ import torch
 from torch import nn
 from torch.nn import functional
 
+from calibrepro.determinism import seeded, torch_threads
+
 #: regressor kind -> its default options (the config schema documents each key)
 COMMON = {
     "hidden": 50,  # one hidden layer of 50 units (Gal & Ghahramani 2016; Lakshminarayanan et al. 2017)
@@ -83,14 +85,8 @@ class Predictive:
 @contextmanager
 def _seeded_torch(seed: int):
     """One CPU thread and the global torch RNG (layer initialisation, dropout) set to ``seed``, restored after."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            yield
-    finally:
-        torch.set_num_threads(threads)
+    with torch_threads(1), seeded(seed):
+        yield
 
 
 def _device(name: str) -> torch.device:

@@ -200,7 +200,7 @@ class PretrainedSource(Source):
         pin = self.pin(evaluation_sets.home(dataset, config), model, spec)
         table = self.job_resources(pin).get("gpu" if on_gpu else "cpu", {})
         return {
-            "threads": max(2, settings["workers"] + 1) if on_gpu else 8,
+            "threads": max(2, settings["workers"] + 1) if on_gpu else settings["threads"],
             "gpu": 1 if on_gpu and self.needs_gpu else 0,
             "mem_mb": int(table.get("mem_mb", 8000)),
             "runtime": int(table.get("runtime", 60)),
@@ -263,7 +263,7 @@ class PretrainedSource(Source):
         variant = mc_dropout_variant(request, model, settings["batch_size"], f"{self.name}'s {pin.name}")
         run = {"device": device, "batch_size": settings["batch_size"], "amp": settings["amp"],
                "desc": f"{request.dataset}/{request.model}", "mc_dropout": variant.get("mc_dropout"),
-               "seed": variant.get("mc_seed", 0)}
+               "seed": variant.get("mc_seed", 0), "threads": settings["threads"]}
         if pin.dataset in datasets.CIFAR and settings["preprocessing"] == "batched":
             tarball = local_file(request.files, datasets.cifar_download(pin.dataset))
             images, labels = datasets.read_cifar_test(tarball, pin.dataset)

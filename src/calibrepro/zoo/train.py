@@ -102,11 +102,15 @@ class TrainSource(Source):
             network, record = trainer.trained_network(parts, dataset, member, device, cache_root, desc)
             if bayesian:
                 draws = spec.get("samples", DEFAULT_SAMPLES)
-                logits = trainer.stochastic_logits(network, parts.x_eval, draws, member["seed"], device, dropout=False)
+                logits = trainer.stochastic_logits(
+                    network, parts.x_eval, draws, member["seed"], device, dropout=False, threads=member["threads"]
+                )
             elif "mc_dropout" in spec:
-                logits = trainer.stochastic_logits(network, parts.x_eval, spec["mc_dropout"], member["seed"], device)
+                logits = trainer.stochastic_logits(
+                    network, parts.x_eval, spec["mc_dropout"], member["seed"], device, threads=member["threads"]
+                )
             else:
-                logits = trainer.forward(network, parts.x_eval, device)
+                logits = trainer.forward(network, parts.x_eval, device, member["threads"])
             record["evaluation_accuracy"] = float(np.mean(logits.argmax(axis=1) == parts.y_eval))
             members.append(logits)
             training.append(record)
