@@ -26,7 +26,6 @@ from calibrepro.calibrators import OWN_JOB, module_of
 from calibrepro.layout import Layout
 from calibrepro.io import LogitsFileError, check_agreement
 from calibrepro.zoo import LogitsRequest, get_source
-from calibrepro.zoo.ensemble import check_ensembles
 
 min_version("9.27")  # the range pyproject.toml declares; the internals read are in calibrepro.snakemake_hooks
 
@@ -46,7 +45,6 @@ if not workflow.overwrite_configfiles:
 
 try:
     _validated = validate_config(config, load_schema(workflow.source_path("../schemas/config.schema.yaml")))
-    check_ensembles(_validated["models"])
     _name = run_name(_validated, workflow.overwrite_configfiles)
 except ConfigError as error:
     stop(error)
