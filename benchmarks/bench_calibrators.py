@@ -63,7 +63,9 @@ except ImportError:  # pragma: no cover
 import torch
 
 from calibrepro.calibrators import CALIBRATORS, make_calibrator, softmax
-from calibrepro.metrics import METRICS, accuracy, compute_metrics, ece, mce, nll
+from calibrepro.metrics import METRICS, compute_metrics
+from calibrepro.metrics.binned import ece, mce
+from calibrepro.metrics.scores import accuracy, nll
 from calibrepro.reliability import reliability_bins
 
 SHAPES = [(10, 5000), (100, 5000), (1000, 25000)]  # (classes, samples per half)
