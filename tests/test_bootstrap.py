@@ -1,4 +1,4 @@
-"""Bootstrap intervals: fast resampling equals brute force, coverage, paired differences, the pipeline step."""
+"""Bootstrap intervals: fast resampling equals brute force, coverage, paired differences, the bootstrap step."""
 
 from __future__ import annotations
 
@@ -161,7 +161,8 @@ def test_percentile_intervals_cover_the_truth_at_the_nominal_rate():
 def test_bootstrap_step_estimates_equal_the_metrics_file(tmp_path):
     from calibrepro.calibrators import make_calibrator
     from calibrepro.io import write_json
-    from calibrepro.pipeline import bootstrap_step, evaluate_step
+    from calibrepro.steps.calibration import evaluate_step
+    from calibrepro.steps.uncertainty import bootstrap_step
     from calibrepro.splits import make_split, save_split
 
     rng = np.random.default_rng(0)

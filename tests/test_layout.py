@@ -8,7 +8,7 @@ import pytest
 
 from calibrepro.config import ConfigError, run_name
 from calibrepro.layout import Layout
-from calibrepro.pipeline import remove_stale_outputs
+from calibrepro.steps.run import remove_stale_outputs
 
 
 def test_a_named_layout_puts_every_path_under_its_folders():

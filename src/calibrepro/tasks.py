@@ -1,7 +1,7 @@
 """The seam between the pipeline's generic steps and a task: classification, regression, or a new one.
 
-:func:`calibrepro.pipeline.fit_step` and :func:`calibrepro.pipeline.evaluate_step` know nothing of
-logits or predictive distributions; they ask a :class:`Task` to
+:func:`calibrepro.steps.calibration.fit_step` and :func:`~calibrepro.steps.calibration.evaluate_step`
+know nothing of logits or predictive distributions; they ask a :class:`Task` to
 
 * load the **halves** of one model's outputs on a data set (``"calibration"``, ``"test"``), each a
   :class:`Half` (``inputs``, ``targets``);

@@ -47,8 +47,8 @@ class WorkerDiedError(RuntimeError):
 def configure(processes: int, preload: tuple[str, ...] = ()) -> None:
     """Run offloaded steps in up to ``processes`` worker processes (0 or 1: inline, the default).
 
-    ``preload``: modules the fork server imports once for all workers, beyond the step module
-    (torch and what its optimisers import on first use: about 3 s, paid once instead of per worker).
+    ``preload``: modules the fork server imports once for all workers: the step modules and what they
+    import (torch and what its optimisers import on first use: about 3 s, paid once instead of per worker).
     """
     with _lock:
         _state["processes"] = max(0, int(processes))
@@ -57,7 +57,7 @@ def configure(processes: int, preload: tuple[str, ...] = ()) -> None:
         # The fork server starts importing now, beside the run's first jobs (this does not wait for it;
         # if the run ends first, the server exits by itself once it has imported everything).
         # The workers themselves start with the first step.
-        multiprocessing.get_context("forkserver").set_forkserver_preload(["__main__", "calibrepro.pipeline", *preload])
+        multiprocessing.get_context("forkserver").set_forkserver_preload(["__main__", *preload])
         with _ctrl_c_ignored():  # inherited by the fork server and its workers: Ctrl-C is the Snakemake process's
             forkserver.ensure_running()
 
