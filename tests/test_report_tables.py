@@ -256,12 +256,18 @@ PREAMBLE = {
 def test_latex_compiles_with_pdflatex(tmp_path, language):
     single = write_metrics(tmp_path / "single.csv")
     multi = multi_seed_csv(tmp_path)
+    marks = tmp_path / "convergence.csv"  # both fit marks, in cells and caption notes
+    marks.write_text(format_convergence([
+        record_row("cifar10", "densenet121", "isotonic", 0, {"converged": False}),
+        record_row("cifar10", "densenet121", "temperature_scaling", 0, {"converged": False, "search_capped": True}),
+    ]))
     inputs = []
     for name, path in (("single", single), ("multi", multi)):
         for metric in ("accuracy", "brier", "ece", "nll", "classwise_ece", "ece_l2"):
             md, tex = tmp_path / f"{name}-{metric}.md", tmp_path / f"{name}-{metric}.tex"
-            write_table(path, metric, md, tex, language=language)
+            write_table(path, metric, md, tex, language=language, convergence_csv=marks if name == "single" else None)
             inputs.append(tex.name)
+    assert "$^\\ddagger$$^\\S$" in (tmp_path / "single-ece.tex").read_text()
     document = (
         "\\documentclass{article}\n" + PREAMBLE[language] + "\\usepackage{booktabs}\n\\usepackage{graphicx}\n"
         "\\begin{document}\n" + "".join(f"\\input{{{name}}}\n" for name in inputs) + "\\end{document}\n"
