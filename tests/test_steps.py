@@ -15,6 +15,7 @@ from calibrepro.report.convergence_file import ConvergenceFileError, format_conv
 from calibrepro.report.metrics_file import COLUMNS, MetricsFileError, format_metrics, read_metrics
 from calibrepro.steps import calibration
 from calibrepro.steps.run import failure_summary, outputs_summary, step_log
+from calibrepro.tasks import CalibratorFileError
 from workflow_helpers import synthetic_logits
 
 METHODS = ["uncalibrated", "temperature_scaling"]
@@ -58,7 +59,7 @@ def test_steps_write_their_logs(tmp_path, fitted):
 def test_a_calibrator_file_of_another_method_is_refused(tmp_path, fitted):
     logits, split, calibrators = fitted
     swapped = {"uncalibrated": calibrators["temperature_scaling"], "temperature_scaling": calibrators["uncalibrated"]}
-    with pytest.raises(calibration.CalibratorFileError) as error:
+    with pytest.raises(CalibratorFileError) as error:
         evaluate(tmp_path, logits, split, swapped, log=tmp_path / "logs/evaluate.log")
     message = str(error.value)
     assert str(calibrators["temperature_scaling"]) in message

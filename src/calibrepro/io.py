@@ -175,7 +175,7 @@ class Logits:
     """Logits of one model on one evaluation set, with the true labels."""
 
     logits: np.ndarray  # (N, K) float32
-    labels: np.ndarray  # (N,) int64
+    labels: np.ndarray | None  # (N,) int64; None for an archive read with ``labels=False`` that has none
     metadata: dict = field(default_factory=dict)
 
     @property
@@ -183,9 +183,8 @@ class Logits:
         return self.logits.shape[1]
 
 
-def _check_shapes(logits, labels, where: str) -> np.ndarray:
-    """Check the shape and dtype of the logits (without reading them) and the labels; return the labels."""
-    labels = np.asarray(labels)
+def _check_shapes(logits, labels, where: str) -> np.ndarray | None:
+    """Check the shape and dtype of the logits (without reading them) and the labels (if any); return the labels."""
     if logits.ndim != 2:
         raise LogitsFileError(f"{where}: 'logits' must be a 2-D array (N, K), got shape {logits.shape}")
     n, k = logits.shape
@@ -193,6 +192,9 @@ def _check_shapes(logits, labels, where: str) -> np.ndarray:
         raise LogitsFileError(f"{where}: 'logits' needs at least 2 samples and 2 classes, got shape {logits.shape}")
     if not np.issubdtype(logits.dtype, np.floating):
         raise LogitsFileError(f"{where}: 'logits' must hold floating-point numbers, got dtype {logits.dtype}")
+    if labels is None:
+        return None
+    labels = np.asarray(labels)
     if labels.ndim != 1:
         raise LogitsFileError(f"{where}: 'labels' must be a 1-D array (N,), got shape {labels.shape}")
     if labels.shape[0] != n:
@@ -221,7 +223,7 @@ def validate_logits(logits, labels, where: str = "logits", rows=None) -> Logits:
     logits = logits if isinstance(logits, np.ndarray) else np.asarray(logits)
     labels = _check_shapes(logits, labels, where)
     if rows is None:
-        rows = np.arange(len(labels))
+        rows = np.arange(logits.shape[0])
         # a mapped file is read into memory (never kept as a view of the file); an array is only cast
         mapped = isinstance(logits, np.memmap)
         logits = np.array(logits, dtype=np.float32) if mapped else logits.astype(np.float32, copy=False)
@@ -234,7 +236,7 @@ def validate_logits(logits, labels, where: str = "logits", rows=None) -> Logits:
         raise LogitsFileError(
             f"{where}: 'logits' holds NaN or infinite values in {bad_rows.size} row(s), first at row {bad_rows.min()}"
         )
-    return Logits(logits, labels[rows])
+    return Logits(logits, None if labels is None else labels[rows])
 
 
 #: the largest array a logits archive may declare (elements): 2**32 float32 values are 16 GiB, far above
@@ -303,18 +305,19 @@ def _check_archive(path: Path) -> dict[str, tuple]:
     return stored
 
 
-def load_logits(path: str | os.PathLike, rows=None) -> Logits:
+def load_logits(path: str | os.PathLike, rows=None, *, labels: bool = True) -> Logits:
     """Read and validate a logits archive (``.npz`` with arrays ``logits`` and ``labels``).
 
-    ``rows`` (sample indices, e.g. one half of a split) reads only those samples.  The logits of an
+    ``rows`` (sample indices, e.g. one half of a split) reads only those samples. ``labels=False``
+    also reads an archive without labels (new data to calibrate): its :attr:`Logits.labels` is None.  The logits of an
     uncompressed archive (``numpy.savez``, as the pipeline writes them) are memory-mapped, so only
     the rows asked for are read from the page cache: at ImageNet's 50,000 x 1,000 one half takes
     0.03 s instead of 0.1-0.7 s for reading the whole array through the zip reader (measured on the
     2-core build machine), and half the memory.  Mapped members skip the zip's CRC check (the
     labels and compressed members keep it); the values are checked as always.
     """
-    with _open_logits(path) as (logits, labels, archive):
-        result = validate_logits(logits, labels, where=str(path), rows=rows)
+    with _open_logits(path, labels) as (logits, stored_labels, archive):
+        result = validate_logits(logits, stored_labels, where=str(path), rows=rows)
         if "metadata" in archive.files:
             result.metadata = json.loads(str(archive["metadata"]))
     return result
@@ -327,15 +330,17 @@ def load_labels(path: str | os.PathLike) -> np.ndarray:
 
 
 @contextmanager
-def _open_logits(path: str | os.PathLike):
-    """``(logits, labels, archive)`` of a logits archive: the logits memory-mapped where stored uncompressed."""
+def _open_logits(path: str | os.PathLike, labels: bool = True):
+    """``(logits, labels, archive)`` of a logits archive: the logits memory-mapped where stored uncompressed.
+
+    ``labels=False``: the labels may be missing (None)."""
     path = Path(path)
     if not path.is_file():
         raise LogitsFileError(f"{path}: no such file")
     stored = _check_archive(path)
     try:
         with np.load(path, allow_pickle=False) as archive:
-            missing = {"logits", "labels"} - set(archive.files)
+            missing = ({"logits", "labels"} if labels else {"logits"}) - set(archive.files)
             if missing:
                 raise LogitsFileError(
                     f"{path}: missing array(s) {sorted(missing)}; the file must hold 'logits' (N, K) and 'labels' (N,)"
@@ -346,7 +351,7 @@ def _open_logits(path: str | os.PathLike):
                 logits = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape, order=order)
             else:
                 logits = archive["logits"]
-            yield logits, archive["labels"], archive
+            yield logits, archive["labels"] if "labels" in archive.files else None, archive
     except (OSError, ValueError) as error:
         if isinstance(error, LogitsFileError):
             raise

@@ -16,16 +16,12 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from calibrepro.io import load_labels, read_json, write_json, write_text
+from calibrepro.io import load_labels, write_json, write_text
 from calibrepro.report.convergence_file import concatenate_convergence, format_convergence, record_row
 from calibrepro.report.metrics_file import concatenate_metrics
 from calibrepro.steps.run import step_log
-from calibrepro.tasks import Task, task_of
+from calibrepro.tasks import Task, fit_calibrator, fitted_json, read_calibrator, task_of
 from calibrepro.workers import offload
-
-
-class CalibratorFileError(ValueError):
-    """A calibrator file holds another method than the one the workflow asked for."""
 
 
 def split_step(logits_path, calibration_fraction: float, seed: int, output, *, dataset: str, log=None) -> None:
@@ -69,8 +65,8 @@ def fit_step(
         [half] = task.halves(data_path, split_path, "calibration")
         for method, output in outputs.items():
             start = time.perf_counter()
-            calibrator = _fit(task, method, half, options, bins=bins, threads=threads)
-            write_json(output, {**calibrator.to_json(), "calibration_samples": int(len(half.targets))})
+            calibrator = fit_calibrator(task, method, half, options, bins=bins, threads=threads)
+            write_json(output, fitted_json(calibrator, half))
             seconds = time.perf_counter() - start
             logger.info("%s: fitted on %d samples in %.2f s -> %s", method, len(half.targets), seconds, output)
             diagnostics = getattr(calibrator, "diagnostics_", {})
@@ -82,22 +78,10 @@ def fit_step(
                 )
 
 
-def _fit(task: Task, method: str, half, options: Mapping[str, Mapping] | None, *, bins: int, threads: int = 1):
-    """A calibrator of ``method`` made with its ``options`` and the run's ``bins`` and ``threads``, fitted on ``half``."""
-    hyperparameters = {**(options or {}).get(method, {}), "bins": bins, "threads": threads}
-    return task.fit(task.make_calibrator(method, **hyperparameters), half)
-
-
 def load_calibrator(path, method: str, task: str | Task = "classification"):
-    """The fitted calibrator of ``task`` stored in ``path``, which must hold ``method``."""
-    data = read_json(path)
-    stored = data.get("method") if isinstance(data, dict) else None
-    if stored != method:
-        raise CalibratorFileError(
-            f"{path}: holds a {stored!r} calibrator where {method!r} was expected; "
-            "delete the file and run the workflow again to refit it"
-        )
-    return task_of(task).calibrator_from_json(data)
+    """The fitted calibrator of ``task`` stored in ``path``, which must hold ``method``
+    (:class:`calibrepro.tasks.CalibratorFileError`)."""
+    return read_calibrator(path, task, method, fix="delete the file and run the workflow again to refit it")
 
 
 @offload
@@ -146,7 +130,7 @@ def evaluate_step(
         for method, path in calibrators.items():
             start = time.perf_counter()
             if path is None:
-                calibrator = _fit(task, method, calibration, options, bins=bins)
+                calibrator = fit_calibrator(task, method, calibration, options, bins=bins)
             else:
                 calibrator = load_calibrator(path, method, task)
             values, resampled, reliability[method] = _evaluate(task, calibrator, test, metrics, bins, weights)
