@@ -10,12 +10,14 @@ import numpy as np
 import pytest
 import yaml
 
-from calibrepro import cli, commands, pipeline
+from calibrepro import cli, commands
 from calibrepro.bootstrap import bootstrap_seed, metric_intervals
 from calibrepro.calibrators import CALIBRATORS
 from calibrepro.regression.predictions import Predictions, part_of, save_predictions
 from calibrepro.report.metrics_file import read_metrics
 from calibrepro.report.uncertainty_files import read_intervals
+from calibrepro.steps.calibration import evaluate_step, fit_step, load_calibrator, split_step
+from calibrepro.steps.uncertainty import bootstrap_step
 from calibrepro.tasks import task_of
 from test_cli import run
 
@@ -53,11 +55,11 @@ def piped(tmp_path_factory):
     root = tmp_path_factory.mktemp("piped")
     logits, split = root / "new.npz", root / "split.npz"
     new_logits(logits)
-    pipeline.split_step(logits, 0.5, 3, split, dataset="d")
+    split_step(logits, 0.5, 3, split, dataset="d")
     fitted = {method: root / f"pipeline_{method}.json" for method in CALIBRATORS}
-    pipeline.fit_step(logits, split, fitted, bins=15, options={method: options(method) for method in CV_METHODS})
-    pipeline.evaluate_step(logits, split, root / "eval.csv", root / "rel.json", calibrators=fitted,
-                           metrics=commands.DEFAULTS["metrics"], dataset="d", model="m", seed=3, bins=15)
+    fit_step(logits, split, fitted, bins=15, options={method: options(method) for method in CV_METHODS})
+    evaluate_step(logits, split, root / "eval.csv", root / "rel.json", calibrators=fitted,
+                  metrics=commands.DEFAULTS["metrics"], dataset="d", model="m", seed=3, bins=15)
     return root, logits, split, fitted
 
 
@@ -72,7 +74,7 @@ def test_fit_then_apply_give_the_pipelines_calibrator_and_probabilities_to_the_b
     assert cli.main(["apply", str(mine), str(logits), *half, "--half", "test", "-o", str(probs)]) == 0
     task = task_of("classification")
     [test] = task.halves(logits, split, "test")
-    expected = task.predict(pipeline.load_calibrator(fitted[method], method), test)  # what evaluate_step scores
+    expected = task.predict(load_calibrator(fitted[method], method), test)  # what evaluate_step scores
     with np.load(probs, allow_pickle=False) as written:
         assert written["probabilities"].dtype == np.float64
         assert written["probabilities"].tobytes() == expected.tobytes()
@@ -94,14 +96,14 @@ def test_evaluate_gives_the_pipelines_bootstrap_interval_of_a_cell(piped, tmp_pa
     root, logits, split, fitted = piped
     methods = {m: fitted[m] for m in ("uncalibrated", "temperature_scaling")}
     metrics = ["accuracy", "ece", "nll", "classwise_ece"]
-    pipeline.bootstrap_step(logits, split, root / "eval.csv", tmp_path / "intervals.csv", tmp_path / "comparisons.csv",
-                            calibrators=methods, metrics=metrics, bins=15, dataset="d", model="m", seed=3,
-                            resamples=200, level=0.9, bootstrap_seed=5, interval="bca")
+    bootstrap_step(logits, split, root / "eval.csv", tmp_path / "intervals.csv", tmp_path / "comparisons.csv",
+                   calibrators=methods, metrics=metrics, bins=15, dataset="d", model="m", seed=3,
+                   resamples=200, level=0.9, bootstrap_seed=5, interval="bca")
     cells = read_intervals(tmp_path / "intervals.csv").cells
     task = task_of("classification")
     [test] = task.halves(logits, split, "test")
     for method, path in methods.items():
-        probs = task.predict(pipeline.load_calibrator(path, method), test)
+        probs = task.predict(load_calibrator(path, method), test)
         mine = metric_intervals(probs, test.targets, metrics, resamples=200, level=0.9, interval="bca",
                                 seed=bootstrap_seed(5, "d", "m", 3))
         for metric in metrics:
@@ -149,9 +151,9 @@ def test_regression_fit_apply_evaluate_are_the_pipelines(tmp_path, capsys):
     predictions = tmp_path / "split0.npz"
     predictions_file(predictions)
     recalibrators = ["uncalibrated", "isotonic", "isotonic_two_sided", "std_scaling"]
-    pipeline.evaluate_step(predictions, None, tmp_path / "eval.csv", tmp_path / "curves.json", task="regression",
-                           calibrators=dict.fromkeys(recalibrators), metrics=["msce", "nll", "coverage_95"],
-                           dataset="d", model="m", seed=0)
+    evaluate_step(predictions, None, tmp_path / "eval.csv", tmp_path / "curves.json", task="regression",
+                  calibrators=dict.fromkeys(recalibrators), metrics=["msce", "nll", "coverage_95"],
+                  dataset="d", model="m", seed=0)
     recorded = json.loads((tmp_path / "curves.json").read_text())["methods"]
     values = {(method, metric): value for (_, _, method, metric), seeds in
               read_metrics_regression(tmp_path / "eval.csv").items() for value in seeds.values()}
@@ -244,8 +246,8 @@ def wrong(tmp_path_factory):
     new_logits(files["logits"])
     new_logits(root / "k3.npz", k=3)
     new_logits(root / "other.npz", seed=5)
-    pipeline.split_step(root / "other.npz", 0.5, 0, files["other_split"], dataset="d")
-    pipeline.split_step(files["logits"], 0.5, 0, files["split"], dataset="d")
+    split_step(root / "other.npz", 0.5, 0, files["other_split"], dataset="d")
+    split_step(files["logits"], 0.5, 0, files["split"], dataset="d")
     predictions_file(root / "p.npz")
     commands.fit_file(root / "p.npz", "std_scaling", files["regression_json"], half="calibration")
     commands.fit_file(root / "k3.npz", "temperature_scaling", files["k3_json"])

@@ -97,12 +97,12 @@ def test_the_unpinned_energy_file_s_sha256_is_recorded_on_first_use(tmp_path):
     """UCI publishes no checksum of energydata_complete.csv: the data step's log gives the sha256 it read."""
     import hashlib
 
-    from calibrepro import pipeline
+    from calibrepro.regression.steps import data_step
 
     _energy_csv(tmp_path / "energydata_complete.csv", 30)
-    pipeline.regression_data_step("energy", {"source": "energy", "past": 10, "horizon": 10},
-                                  {"energydata_complete.csv": str(tmp_path / "energydata_complete.csv")},
-                                  tmp_path / "energy.npz", log=tmp_path / "data.log")
+    data_step("energy", {"source": "energy", "past": 10, "horizon": 10},
+              {"energydata_complete.csv": str(tmp_path / "energydata_complete.csv")}, tmp_path / "energy.npz",
+              log=tmp_path / "data.log")
     digest = hashlib.sha256((tmp_path / "energydata_complete.csv").read_bytes()).hexdigest()
     log = (tmp_path / "data.log").read_text()
     assert f"energydata_complete.csv: sha256 {digest}" in log and "recorded on first use" in log

@@ -21,6 +21,7 @@ from scipy import special
 from threadpoolctl import threadpool_limits
 
 from calibrepro import metrics as M
+from calibrepro.metrics.bins import check_inputs
 from calibrepro.resampling import Resampling
 
 #: count matrices are processed in blocks of about this many entries (bounds memory: 64 MB of
@@ -292,7 +293,7 @@ def metric_intervals(probs, labels, names: Sequence[str] = ("accuracy", "brier",
     """
     _check_level(level)
     estimates = M.compute_metrics(probs, labels, names, bins=bins)
-    p, y = M.check_inputs(probs, labels)
+    p, y = check_inputs(probs, labels)
     jackknifed = [name for name in names if interval_method(name, interval) == "bca"]
     jackknife = jackknife_values(p, y, jackknifed, bins=bins) if jackknifed else {}
     counts = resample_counts(len(y), resamples, seed)

@@ -259,7 +259,7 @@ def _probabilities(path) -> tuple[np.ndarray, np.ndarray, str]:
                 f"{path}: has no 'labels'; metrics need the true class of every row ({_PROBABILITIES})")
         probs, labels = archive["probabilities"], archive["labels"]
         stored = json.loads(str(archive["metadata"])) if "metadata" in archive.files else {}
-    from calibrepro.metrics import check_inputs
+    from calibrepro.metrics.bins import check_inputs
 
     try:
         probs, labels = check_inputs(probs, labels)

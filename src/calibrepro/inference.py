@@ -146,7 +146,7 @@ def predict(
     With ``mc_dropout = T`` (MC-Dropout, Gal & Ghahramani 2016), every batch goes through the network
     T times with its dropout layers on (the rest, batch norm included, in eval mode) and the result
     is ``log(1/T sum_t softmax(z_t))``, computed in float64 like an ensemble's
-    (:func:`calibrepro.zoo.ensemble.log_mean_softmax`); the dropout masks are seeded with ``seed``.
+    (:func:`calibrepro.averaging.log_mean_softmax`); the dropout masks are seeded with ``seed``.
     ``threads``: torch's CPU threads (module docstring).
     """
     from tqdm.auto import tqdm

@@ -58,6 +58,15 @@ class Layout:
         """Every model's metrics, tidy (``calibrepro.report.metrics_file``)."""
         return f"{self.results}/metrics.csv"
 
+    def convergence_part(self, dataset: str, model: str, seed) -> str:
+        """How the fits behind one model's rows of ``metrics.csv`` ended, for one seed."""
+        return f"{self.results}/convergence/{dataset}/{model}/seed{seed}.csv"
+
+    @property
+    def convergence(self) -> str:
+        """How every calibrator's fit ended, tidy (``calibrepro.report.convergence_file``)."""
+        return f"{self.results}/convergence.csv"
+
     # --- results: uncertainty and the calibration-set-size study ---------------------------------
 
     def bootstrap(self, dataset: str, model: str, seed, kind: str) -> str:

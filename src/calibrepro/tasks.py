@@ -1,7 +1,7 @@
 """The seam between the pipeline's generic steps and a task: classification, regression, or a new one.
 
-:func:`calibrepro.pipeline.fit_step` and :func:`calibrepro.pipeline.evaluate_step` know nothing of
-logits or predictive distributions; they ask a :class:`Task` to
+:func:`calibrepro.steps.calibration.fit_step` and :func:`~calibrepro.steps.calibration.evaluate_step`
+know nothing of logits or predictive distributions; they ask a :class:`Task` to
 
 * load the **halves** of one model's outputs on a data set (``"calibration"``, ``"test"``), each a
   :class:`Half` (``inputs``, ``targets``);
@@ -186,7 +186,7 @@ TASKS = {
 
 def fit_calibrator(task: str | Task, method: str, half: Half, options: Mapping[str, Mapping] | None = None, *,
                    bins: int = 15, threads: int = 1):
-    """A calibrator of ``method`` fitted on ``half``: the pipeline's fit (:func:`calibrepro.pipeline.fit_step`).
+    """A calibrator of ``method`` fitted on ``half``: the pipeline's fit (:func:`calibrepro.steps.calibration.fit_step`).
 
     It is made with its hyperparameters ``options[method]`` (``options``: the config's ``calibrator_options``,
     method -> hyperparameters), the run's ``bins`` and ``threads`` (each method takes those it has).

@@ -55,8 +55,8 @@ def configure(processes: int, preload: tuple[str, ...] = ()) -> None:
     """Run offloaded steps in up to ``processes`` worker processes (0: inline, the default; 1: inline
     where this process runs the pinned kernels, else in one worker).
 
-    ``preload``: modules the fork server imports once for all workers, beyond the step module
-    (torch and what its optimisers import on first use: about 3 s, paid once instead of per worker).
+    ``preload``: modules the fork server imports once for all workers: the step modules and what they
+    import (torch and what its optimisers import on first use: about 3 s, paid once instead of per worker).
     """
     with _lock:
         _state["processes"] = max(0, int(processes))
@@ -65,7 +65,7 @@ def configure(processes: int, preload: tuple[str, ...] = ()) -> None:
         # The fork server starts importing now, beside the run's first jobs (this does not wait for it;
         # if the run ends first, the server exits by itself once it has imported everything).
         # The workers themselves start with the first step.
-        multiprocessing.get_context("forkserver").set_forkserver_preload(["__main__", "calibrepro.pipeline", *preload])
+        multiprocessing.get_context("forkserver").set_forkserver_preload(["__main__", *preload])
         with _ctrl_c_ignored():  # inherited by the fork server and its workers: Ctrl-C is the Snakemake process's
             forkserver.ensure_running()
 

@@ -7,7 +7,7 @@ import sys
 from snakemake.settings.types import DeploymentMethod
 from snakemake.utils import min_version
 
-from calibrepro import determinism, pipeline, workers
+from calibrepro import determinism, workers
 from calibrepro import snakemake_hooks as hooks
 
 from calibrepro.config import (
@@ -23,10 +23,11 @@ from calibrepro.config import (
     validate_config,
 )
 from calibrepro.calibrators import OWN_JOB, module_of
+from calibrepro.calibrators.cost import fit_minutes, fit_plan_summary, logits_shape
 from calibrepro.layout import Layout
 from calibrepro.io import LogitsFileError, check_agreement
+from calibrepro.steps.run import failure_summary, outputs_summary, remove_stale_outputs
 from calibrepro.zoo import LogitsRequest, get_source
-from calibrepro.zoo.ensemble import check_ensembles
 
 min_version("9.27")  # the range pyproject.toml declares; the internals read are in calibrepro.snakemake_hooks
 
@@ -46,7 +47,6 @@ if not workflow.overwrite_configfiles:
 
 try:
     _validated = validate_config(config, load_schema(workflow.source_path("../schemas/config.schema.yaml")))
-    check_ensembles(_validated["models"])
     _name = run_name(_validated, workflow.overwrite_configfiles)
 except ConfigError as error:
     stop(error)
@@ -81,7 +81,8 @@ DATASETS = list(config["models"])
 #: where this run's files go (calibrepro.layout): results/<name>/, reports/<name>/; every path below comes from it
 LAYOUT = Layout.named(_name)
 SETTINGS = source_settings(config, LAYOUT.results)
-#: the regression part (workflow/rules/regression.smk): data set -> entry, and its (dataset, model) pairs
+#: the regression part (workflow/rules/regression.smk, regression_report.smk): data set -> entry, and its
+#: (dataset, model) pairs
 REGRESSION = config["regression"]
 REGRESSION_MODELS = regression_keys(config)
 #: level of the Wilson error bars on the reliability diagrams (None: the thesis's style, no bars)
@@ -206,11 +207,11 @@ def quick_calibrator_paths(wildcards):
 
 
 def fit_runtime(wildcards):
-    """Minutes one full-matrix fit job asks for: the cost model's, for this method and model (pipeline.fit_minutes)."""
-    shape = pipeline.logits_shape(LAYOUT.logits(wildcards.dataset, wildcards.model), wildcards.dataset)
+    """Minutes one full-matrix fit job asks for: the cost model's, for this method and model (calibrators.cost)."""
+    shape = logits_shape(LAYOUT.logits(wildcards.dataset, wildcards.model), wildcards.dataset)
     options = config["calibrator_options"].get(wildcards.method, {})
     fraction = config["split"]["calibration_fraction"]
-    return pipeline.fit_minutes(shape, wildcards.method, options, calibration_fraction=fraction, threads=FIT_THREADS)
+    return fit_minutes(shape, wildcards.method, options, calibration_fraction=fraction, threads=FIT_THREADS)
 
 
 def announce_fit_plan():
@@ -219,7 +220,7 @@ def announce_fit_plan():
         return
     jobs = [
         (
-            pipeline.logits_shape(LAYOUT.logits(dataset, model), dataset),
+            logits_shape(LAYOUT.logits(dataset, model), dataset),
             method,
             config["calibrator_options"].get(method, {}),
         )
@@ -228,7 +229,7 @@ def announce_fit_plan():
         for _ in SEEDS
     ]
     fraction = config["split"]["calibration_fraction"]
-    print(pipeline.fit_plan_summary(jobs, calibration_fraction=fraction, threads=FIT_THREADS), file=sys.stderr)
+    print(fit_plan_summary(jobs, calibration_fraction=fraction, threads=FIT_THREADS), file=sys.stderr)
 
 
 announce_fit_plan()
@@ -248,6 +249,11 @@ def shift_calibrator_paths(wildcards):
 def evaluation_paths(wildcards):
     """Every model's metric rows: on its test half, and on each shifted set calibrated on its data set."""
     return [LAYOUT.evaluation(dataset, model, seed) for dataset, model in MODELS + SHIFTED for seed in SEEDS]
+
+
+def convergence_paths(wildcards):
+    """How the fits behind every model's metric rows ended, in the order of evaluation_paths."""
+    return [LAYOUT.convergence_part(dataset, model, seed) for dataset, model in MODELS + SHIFTED for seed in SEEDS]
 
 
 def figure_paths():
@@ -301,9 +307,10 @@ def targets():
 
     The closing summary reports these groups; a new output becomes a target by being added here.
     """
-    groups = {"metrics": [], "tables": [], "figures": [], "intervals": [], "report": []}
+    groups = {"metrics": [], "convergence": [], "tables": [], "figures": [], "intervals": [], "report": []}
     if MODELS:  # not in a regression-only configuration
         groups["metrics"].append(LAYOUT.metrics)
+        groups["convergence"].append(LAYOUT.convergence)
         groups["tables"] += table_paths()
         groups["figures"] += figure_paths() + named_figure_paths()
         groups["report"].append(LAYOUT.reproduction)
@@ -390,7 +397,7 @@ def regression_figure_paths():
 
 
 def regression_paths():
-    """Targets of workflow/rules/regression.smk (none in a configuration without a regression part)."""
+    """Targets of workflow/rules/regression.smk and regression_report.smk (none without a regression part)."""
     if not REGRESSION:
         return []
     tables = [path for pair in regression_table_outputs().values() for path in pair]
@@ -423,20 +430,39 @@ def check_sources():
         stop(error)
 
 
-# What the compute steps import, by the name of their rule (torch's optimisers import torch._dynamo on first use);
-# the worker processes' fork server imports it once, before the first step can start.
-_CALIBRATION = ("torch._dynamo", "calibrepro.reliability", *sorted({module_of(method) for method in METHODS}))
-_DRAWING = ("calibrepro.report.figures", "calibrepro.report.cd_diagram")
+# What the compute steps import, by the name of their rule: their step module, and torch's optimisers import
+# torch._dynamo on first use; the worker processes' fork server imports it once, before the first step can start.
+_CALIBRATION = (
+    "torch._dynamo",
+    "calibrepro.reliability",
+    "calibrepro.steps.calibration",
+    *sorted({module_of(method) for method in METHODS}),
+)
+_DRAWING = ("calibrepro.report.figures", "calibrepro.report.cd_diagram", "calibrepro.steps.reports")
 WORKER_IMPORTS = {
-    **dict.fromkeys(["fit_calibrators", "fit_calibrator", "evaluate", "size_study"], _CALIBRATION),
-    "bootstrap": (*_CALIBRATION, "calibrepro.bootstrap"),
+    **dict.fromkeys(["fit_calibrators", "fit_calibrator", "evaluate"], _CALIBRATION),
+    **dict.fromkeys(
+        ["size_study", "bootstrap"], (*_CALIBRATION, "calibrepro.bootstrap", "calibrepro.steps.uncertainty")
+    ),
     **dict.fromkeys(["reliability_figure", "named_figure", "ranks", "size_study_report"], _DRAWING),
-    **dict.fromkeys(["table", "reproduction"], ("calibrepro.report.tables", "calibrepro.report.reproduction")),
-    "regression_data": ("calibrepro.regression.data",),
-    "regression_predict": ("torch._dynamo", "calibrepro.regression.models", "calibrepro.regression.predictions"),
-    "regression_evaluate": ("calibrepro.regression.task",),
-    "regression_tables": ("calibrepro.regression.report", "calibrepro.report.tables"),
-    "regression_figure": ("calibrepro.regression.figures",),
+    **dict.fromkeys(
+        ["table", "reproduction"],
+        ("calibrepro.report.tables", "calibrepro.report.reproduction", "calibrepro.steps.reports"),
+    ),
+    "regression_data": ("calibrepro.regression.data", "calibrepro.regression.steps"),
+    "regression_predict": (
+        "torch._dynamo",
+        "calibrepro.regression.models",
+        "calibrepro.regression.predictions",
+        "calibrepro.regression.steps",
+    ),
+    "regression_evaluate": ("calibrepro.regression.task", "calibrepro.steps.calibration"),
+    "regression_tables": (
+        "calibrepro.regression.report",
+        "calibrepro.report.tables",
+        "calibrepro.regression.report_steps",
+    ),
+    "regression_figure": ("calibrepro.regression.figures", "calibrepro.regression.report_steps"),
 }
 
 
@@ -466,7 +492,7 @@ def output_groups():
 onstart:
     hooks.on_ctrl_c(workflow)
     check_sources()
-    removed = pipeline.remove_stale_outputs(LAYOUT, target_paths())
+    removed = remove_stale_outputs(LAYOUT, target_paths())
     if removed:
         print(removed, file=sys.stderr)
     start_workers()
@@ -474,9 +500,9 @@ onstart:
 
 onsuccess:
     workers.end_of_run()
-    print(pipeline.outputs_summary(output_groups()), file=sys.stderr)
+    print(outputs_summary(output_groups()), file=sys.stderr)
 
 
 onerror:
     workers.end_of_run()
-    print(pipeline.failure_summary(hooks.failed_steps(workflow)), file=sys.stderr)
+    print(failure_summary(hooks.failed_steps(workflow)), file=sys.stderr)

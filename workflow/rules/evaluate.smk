@@ -1,10 +1,13 @@
-# Metrics of every calibrator on the test half, and the tidy table of all of them.
+# Metrics of every calibrator on the test half and how its fit ended, and the tidy tables of all of them.
+
+from calibrepro.steps import calibration
 
 
 # Gathering the per-model CSVs into one takes a second: on a cluster it runs in the submitting
 # Snakemake process instead of paying for a batch job of its own.
 localrules:
     metrics,
+    convergence,
 
 
 rule evaluate:
@@ -15,6 +18,7 @@ rule evaluate:
     output:
         metrics=LAYOUT.evaluation("{dataset}", "{model}", "{seed}"),
         reliability=LAYOUT.reliability("{dataset}", "{model}", "{seed}"),
+        convergence=LAYOUT.convergence_part("{dataset}", "{model}", "{seed}"),
     log:
         LAYOUT.log("evaluate", "{dataset}/{model}/seed{seed}"),
     wildcard_constraints:
@@ -32,12 +36,13 @@ rule evaluate:
         model=lambda wildcards: wildcards.model,
         seed=lambda wildcards: int(wildcards.seed),
     run:
-        pipeline.evaluate_step(
+        calibration.evaluate_step(
             input.logits,
             input.split,
             output.metrics,
             output.reliability,
             task="classification",
+            convergence_output=output.convergence,
             log=log[0],
             **params,
         )
@@ -55,4 +60,19 @@ rule metrics:
         mem_mb=1000,
         runtime=5,
     run:
-        pipeline.gather_metrics_step(input, output[0], log=log[0])
+        calibration.gather_metrics_step(input, output[0], log=log[0])
+
+
+rule convergence:
+    input:
+        convergence_paths,
+    output:
+        LAYOUT.convergence,
+    log:
+        LAYOUT.log("convergence"),
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    run:
+        calibration.gather_convergence_step(input, output[0], log=log[0])

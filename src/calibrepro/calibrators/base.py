@@ -148,6 +148,25 @@ class FittedState:
             "diagnostics": dict(getattr(self, "diagnostics_", {})),
         }
 
+    def convergence(self) -> dict:
+        """How the fit ended, for the run's convergence records (:mod:`calibrepro.report.convergence_file`).
+
+        ``converged`` and ``iterations`` as the fit's ``diagnostics_`` record them (``converged``,
+        ``n_iter``; None where the fit does not iterate), the regularisation strengths of the fit
+        (``lambda``, ``mu``: the fitted ``reg_lambda_`` and ``reg_mu_`` of the full-matrix methods,
+        the grid point their cross-validation chose; None for the others) and ``search_capped``
+        (``diagnostics_["search_capped"]``: that search stopped at its cap with its best score at
+        the grid's edge; None where not recorded).
+        """
+        diagnostics = getattr(self, "diagnostics_", {})
+        return {
+            "converged": diagnostics.get("converged"),
+            "iterations": diagnostics.get("n_iter"),
+            "lambda": getattr(self, "reg_lambda_", None),
+            "mu": getattr(self, "reg_mu_", None),
+            "search_capped": diagnostics.get("search_capped"),
+        }
+
     @classmethod
     def from_json(cls, data: dict):
         """Rebuild a fitted estimator from :meth:`to_json` output."""

@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from calibrepro.calibrators.base import Calibrator, check_labels, check_logits, renormalise, softmax
-from calibrepro.metrics import bin_index
+from calibrepro.metrics.bins import bin_index
 
 
 class HistogramBinning(Calibrator):
     """One-vs-rest histogram binning (Zadrozny & Elkan 2001; Guo et al. 2017), then row renormalisation.
 
     For class k, the float32 softmax probability ``p_ik`` falls into equal-width bin
-    ``m`` = ``((m-1)/M, m/M]`` (0 in the first; edges as in :func:`calibrepro.metrics.bin_index`,
+    ``m`` = ``((m-1)/M, m/M]`` (0 in the first; edges as in :func:`calibrepro.metrics.bins.bin_index`,
     exact for float32 inputs).  The calibrated value is the fraction of calibration samples in
     that bin whose label is k (``positives / count``).  **A bin that received no calibration
     sample leaves the probability unchanged.**  Rows are then divided by their sum; an all-zero

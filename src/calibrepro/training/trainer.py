@@ -12,7 +12,7 @@ weights and logits.
 Predictions of a stochastic model (MC-Dropout, Gal & Ghahramani 2016; Bayes by Backprop,
 Blundell et al. 2015; a deep ensemble, Lakshminarayanan et al. 2017) are stored like an ensemble's:
 ``log(1/T sum_t softmax(z_t))`` over the T passes, draws or members
-(:func:`calibrepro.zoo.ensemble.log_mean_softmax`).
+(:func:`calibrepro.averaging.log_mean_softmax`).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from calibrepro.averaging import log_mean_softmax
 from calibrepro.determinism import seeded, torch_threads
 from calibrepro.inference import load_weights
 from calibrepro.io import atomic_path
@@ -34,7 +35,6 @@ from calibrepro.training import ARCHITECTURES
 from calibrepro.training.bayes import elbo_loss
 from calibrepro.training.data import Parts
 from calibrepro.training.networks import build, set_dropout
-from calibrepro.zoo.ensemble import log_mean_softmax
 
 #: training options of a ``source: train`` entry and their defaults (the config schema documents each)
 DEFAULTS = {

@@ -26,8 +26,7 @@ from calibrepro import evaluation_sets
 from calibrepro.download import Download, sha256_of
 from calibrepro.inference import environment, inference_settings, predict, predict_array, select_device
 from calibrepro.io import save_logits
-from calibrepro.zoo import LogitsRequest, Source
-from calibrepro.zoo._pretrained import ModelSourceError, local_file
+from calibrepro.zoo import LogitsRequest, ModelSourceError, Source, local_file
 
 
 @dataclass
