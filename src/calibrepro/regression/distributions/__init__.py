@@ -22,7 +22,7 @@ deviation scaling needs) and gives partial moments over intervals in closed form
 Everything is float64; nothing loops over samples in Python.
 
 Modules: :mod:`.base` (the interface), :mod:`.parametric` (Gaussian, Student-t), :mod:`.mixture`
-(Gaussian mixture).
+(Gaussian mixture), :mod:`.recalibrated` (a base composed with a recalibration map).
 """
 
 from __future__ import annotations

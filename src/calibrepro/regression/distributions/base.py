@@ -95,6 +95,15 @@ class Predictive:
     def std(self) -> np.ndarray:
         return np.sqrt(self.var())
 
+    def moment_exists(self, order: int) -> np.ndarray:
+        """Per sample, whether ``E|Y|^order`` is finite (all, except a Student-t's with ``df <= order``):
+        where it is not, :meth:`mean` is NaN (order 1) and :meth:`var` infinite (order 2)."""
+        return np.ones(len(self), dtype=bool)
+
+    def point_mass(self) -> np.ndarray:
+        """Per sample, whether the distribution is a point mass (spread exactly 0: no density)."""
+        return np.zeros(len(self), dtype=bool)
+
     def partial_moments(self, lo, hi) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``int_lo^hi y^k f_t(y) dy`` for k = 0, 1, 2 (lo, hi of shape (N, L), may be infinite)."""
         raise NotImplementedError

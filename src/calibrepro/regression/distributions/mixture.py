@@ -63,8 +63,9 @@ class GaussianMixture(Predictive):
         return x[:, :, None], self.means[:, None, :], self.stds[:, None, :], x
 
     def cdf(self, y):
+        """``sum_k w_k Phi(z_k)``, clipped to [0, 1] (the weights' sum may round to 1 + 2e-16)."""
         y3, mu, sd, _ = self._bc(y)
-        return special.ndtr((y3 - mu) / sd) @ self.weights
+        return np.clip(special.ndtr((y3 - mu) / sd) @ self.weights, 0.0, 1.0)
 
     def pdf(self, y):
         y3, mu, sd, _ = self._bc(y)
@@ -88,8 +89,11 @@ class GaussianMixture(Predictive):
         ``[min_k F_k^-1(q), max_k F_k^-1(q)]``) always holds the quantile (F is a convex combination
         of the F_k).  The start interpolates the row's CDF tabulated once per distribution
         (:meth:`_start`), clipped into the bracket.  Stops when a Newton step is below
-        ``sqrt(tol) (1 + |x|)`` (the error after it is then of order tol) or the bracket is below
-        ``tol (1 + |x|)``: 1-3 iterations.  Levels 0 and 1 give -inf and inf.
+        ``sqrt(tol) min(1 + |x|, sd_min)`` (sd_min the row's narrowest component: the error after it
+        is then of order tol times that scale, also for components far narrower than their spread) or
+        the bracket is below ``tol (1 + |x|)``: 1-3 iterations.  Where F equals q exactly and its density
+        underflows (a plateau between components far apart) it bisects on towards the plateau's start.
+        Levels 0 and 1 give -inf and inf.
         """
         return self._solve(q, tol, max_iter, moments=False)[0]
 
@@ -129,6 +133,7 @@ class GaussianMixture(Predictive):
             target = np.where(central == 1, np.where(qf < 0.5, qf, 1.0 - qf), np.log(np.where(qf < 0.5, qf, 1.0 - qf)))
         c1, c2, pending = (np.zeros(n * l), np.zeros(n * l), np.ones(n * l, dtype=bool)) if moments else (None,) * 3
         self.ppf_iterations_ = 0
+        narrowest = self.stds.min(axis=1)
         while active.size and self.ppf_iterations_ < max_iter:
             self.ppf_iterations_ += 1
             x, r, s = out[active], rows[active], sign[active]
@@ -141,21 +146,28 @@ class GaussianMixture(Predictive):
                     g[part], step[part] = found[:2]
                     if moments:
                         at_x[:, part] = found[2:]
+            # F = q exactly where the density underflows (between components far apart): bisect on, towards
+            # the smallest such x, the generalised inverse inf{x : F(x) >= q}
+            plateau = (g == 0) & ~np.isfinite(step)
+            step = np.where(plateau, 0.0, step)
             below = (s * g) < 0  # F(x) < q, or S(x) > 1 - q
             lo[active] = np.where(below, x, lo[active])
             hi[active] = np.where(below, hi[active], x)
             a, b = lo[active], hi[active]
             x_new = x - step
-            # Newton converges quadratically: after a step of relative size sqrt(tol) the error is ~tol
-            converged = (g == 0) | (np.abs(step) <= np.sqrt(tol) * (1 + np.abs(x)))
+            # Newton converges quadratically: the error after a step is about step^2 |f'/f| / 2, and |f'/f| is
+            # at most about 1 / (the narrowest component's std): a step below sqrt(tol) times that std (or
+            # 1 + |x| if smaller) leaves an error of order tol times it
+            converged = ~plateau & ((g == 0) | (np.abs(step) <= np.sqrt(tol) * np.minimum(1 + np.abs(x), narrowest[r])))
             inside = (x_new > a) & (x_new < b) & np.isfinite(x_new)
             x_new = np.where(inside | converged, x_new, 0.5 * (a + b))
             out[active] = x_new
             if moments:
                 done_here = active[converged]
                 xc, (c1x, c2x, f, df, residual) = x[converged], at_x[:, converged]
-                d = residual / f
-                e = d + 0.5 * df / f * d * d
+                with np.errstate(divide="ignore", invalid="ignore"):  # f = 0: only at an exact hit, g = 0
+                    d = np.where(f > 0, residual / f, 0.0)
+                    e = np.where(f > 0, d + 0.5 * df / f * d * d, 0.0)
                 c1[done_here] = c1x - e * xc * f + 0.5 * e * e * (f + xc * df)
                 c2[done_here] = c2x - e * xc * xc * f + 0.5 * e * e * (2 * xc * f + xc * xc * df)
                 pending[done_here] = False

@@ -18,15 +18,24 @@ from calibrepro.regression.distributions.base import (
 
 
 class Gaussian(Predictive):
-    """``N(mean_t, std_t^2)`` per sample: a heteroscedastic network's output, or a mean and a std."""
+    """``N(mean_t, std_t^2)`` per sample: a heteroscedastic network's output, or a mean and a std.
+
+    A std of exactly 0 is the point mass at the mean, the limit of ``N(m, s^2)`` as s -> 0 (a model
+    whose T passes agree, MC-Dropout without dropout): its CDF is the step ``1(y >= m)`` (right-
+    continuous), its quantiles are m for levels in (0, 1), its mean m and variance 0, its CRPS
+    ``|y - m|``; it has no density (``logpdf`` is -inf off the atom, +inf on it), so its NLL is not finite.
+    """
 
     kind = "gaussian"
 
     def __init__(self, mean, std):
         self.loc = _as_param(mean, "mean")
-        self.scale = _positive(_as_param(std, "std"), "std")
+        self.scale = _as_param(std, "std")
+        if (self.scale < 0).any():
+            raise ValueError(f"std must be >= 0 (found {int((self.scale < 0).sum())} values < 0)")
         if self.scale.shape != self.loc.shape:
             raise ValueError(f"mean {self.loc.shape} and std {self.scale.shape} differ in shape")
+        self._atom = self.scale == 0
 
     def __len__(self):
         return self.loc.shape[0]
@@ -34,9 +43,18 @@ class Gaussian(Predictive):
     def params(self):
         return {"mean": self.loc, "std": self.scale}
 
+    def point_mass(self):
+        return self._atom.copy()
+
     def _z(self, y):
+        """Standardised y; for a point mass +-inf, +inf at the atom itself (the CDF is right-continuous)."""
         y = _at(y, len(self))
-        return (y - _col(self.loc, y)) / _col(self.scale, y), y
+        mu, sd = _col(self.loc, y), _col(self.scale, y)
+        if not self._atom.any():
+            return (y - mu) / sd, y
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = (y - mu) / sd
+        return np.where(_col(self._atom, y), np.where(y >= mu, np.inf, -np.inf), z), y
 
     def cdf(self, y):
         z, _ = self._z(y)
@@ -44,11 +62,16 @@ class Gaussian(Predictive):
 
     def logpdf(self, y):
         z, y = self._z(y)
-        return -0.5 * z * z - np.log(_col(self.scale, y)) - 0.5 * np.log(2 * np.pi)
+        atom = _col(self._atom, y)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = -0.5 * z * z - np.log(_col(self.scale, y)) - 0.5 * np.log(2 * np.pi)
+        return np.where(atom, np.where(y == _col(self.loc, y), np.inf, -np.inf), out) if self._atom.any() else out
 
     def ppf(self, q):
         q = _at(q, len(self))
-        return _col(self.loc, q) + _col(self.scale, q) * special.ndtri(q)
+        with np.errstate(invalid="ignore"):  # 0 * -+inf at the levels 0 and 1 of a point mass
+            x = _col(self.loc, q) + _col(self.scale, q) * special.ndtri(q)
+        return np.where(q <= 0, -np.inf, np.where(q >= 1, np.inf, x))
 
     def mean(self):
         return self.loc.copy()
@@ -59,7 +82,7 @@ class Gaussian(Predictive):
     def partial_moments(self, lo, hi):
         lo, hi = _at(lo, len(self)), _at(hi, len(self))
         mu, sd = _col(self.loc, lo), _col(self.scale, lo)
-        m0, z1, z2 = _gauss_partial((lo - mu) / sd, (hi - mu) / sd)
+        m0, z1, z2 = _gauss_partial(self._z(lo)[0], self._z(hi)[0])
         return m0, mu * m0 + sd * z1, mu * mu * m0 + 2 * mu * sd * z1 + sd * sd * z2
 
     def scaled(self, s):
@@ -69,9 +92,12 @@ class Gaussian(Predictive):
         return Gaussian(-self.loc, self.scale)
 
     def crps(self, y):
-        """Closed form (Gneiting et al. 2005, eq. 5): ``sigma [z (2 Phi(z) - 1) + 2 phi(z) - 1/sqrt(pi)]``."""
-        z, _ = self._z(y)
-        return self.scale * (z * (2 * special.ndtr(z) - 1) + 2 * _norm_pdf(z) - 1 / np.sqrt(np.pi))
+        """Closed form (Gneiting et al. 2005, eq. 5): ``sigma [z (2 Phi(z) - 1) + 2 phi(z) - 1/sqrt(pi)]``;
+        ``|y - m|`` for a point mass (Gneiting & Raftery 2007, eq. 20 with a step CDF)."""
+        z, y = self._z(y)
+        with np.errstate(invalid="ignore"):
+            out = self.scale * (z * (2 * special.ndtr(z) - 1) + 2 * _norm_pdf(z) - 1 / np.sqrt(np.pi))
+        return np.where(self._atom, np.abs(y - self.loc), out)
 
 
 class StudentT(Predictive):
@@ -125,9 +151,30 @@ class StudentT(Predictive):
         )
 
     def ppf(self, q):
+        """``loc + scale t_nu^-1(q)``; in the tails (tail probability p below 1e-3) from
+        ``P(|T| > t) = I_{nu / (nu + t^2)}(nu/2, 1/2)`` (Abramowitz & Stegun 26.7.1), i.e.
+        ``t = sqrt(nu (1/x - 1))`` with ``x = I^-1(nu/2, 1/2; 2p)``, and where x would be below 1e-100
+        (it underflows for heavy tails) from the series' first term ``I_x(a, 1/2) = x^a / (a B(a, 1/2))``
+        (A&S 26.5.4; relative error O(x)), in logs.  scipy's ``stdtrit`` is inaccurate below p = 1e-150
+        and returns +inf for lower-tail levels below about 1e-300 (scipy 1.14), where a recalibrated
+        predictive's map may send levels."""
         q = _at(q, len(self))
-        x = _col(self.loc, q) + _col(self.scale, q) * special.stdtrit(_col(self.df, q), q)
+        nu = np.broadcast_to(_col(self.df, q), q.shape)
+        t = special.stdtrit(nu, q)
+        p = np.minimum(q, 1.0 - q)
+        tails = (p < 1e-3) & (p > 0)
+        if tails.any():
+            a, p = nu[tails] / 2, p[tails]
+            with np.errstate(divide="ignore", over="ignore"):
+                log_x = (np.log(2.0 * p) + np.log(a) + special.betaln(a, 0.5)) / a
+                tail = np.where(log_x < -230.0, np.sqrt(2 * a) * np.exp(-0.5 * log_x),
+                                np.sqrt(2 * a * (1.0 / special.betaincinv(a, 0.5, 2.0 * p) - 1.0)))
+            t[tails] = np.sign(q[tails] - 0.5) * tail
+        x = _col(self.loc, q) + _col(self.scale, q) * t
         return np.where(q <= 0, -np.inf, np.where(q >= 1, np.inf, x))  # scipy's stdtrit(df, 0) is +inf
+
+    def moment_exists(self, order):
+        return self.df > order
 
     def mean(self):
         return np.where(self.df > 1, self.loc, np.nan)
@@ -146,7 +193,7 @@ class StudentT(Predictive):
         m0 = special.stdtr(nu, b) - special.stdtr(nu, a)
 
         def first(z):
-            with np.errstate(invalid="ignore", over="ignore"):
+            with np.errstate(invalid="ignore", over="ignore", divide="ignore"):  # nu = 1: its NaN is replaced below
                 f = np.exp(self._logpdf_std(z, nu))
                 out = -(nu + z * z) * f / (nu - 1)
             return np.where(np.isfinite(z), out, 0.0)
