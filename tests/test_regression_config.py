@@ -42,6 +42,22 @@ def test_bad_regression_config_names_the_key(regression, message):
     assert message in str(error.value)
 
 
+def test_a_model_of_another_name_says_its_kind():
+    models = {"mc_dropout": {"noise": "none"}, "mc_dropout_fitted": {"kind": "mc_dropout", "tau": 4.0}}
+    config = validate_config({"regression": {"w": {"source": "uci_wine", "models": models}}}, SCHEMA)
+    assert regression_keys(config) == [("w", "mc_dropout"), ("w", "mc_dropout_fitted")]
+    for models, message in [
+        ({"mine": {"epochs": 3}}, "regression.w.models.mine: 'kind' is a required property"),
+        ({"mine": {"kind": "ensemble", "tau": 1.0}}, "regression.w.models.mine: unknown key(s) 'tau'"),
+        ({"mine": {"kind": "gp"}}, "regression.w.models.mine.kind: 'gp' is not one of mc_dropout"),
+        ({"mc_dropout": {"kind": "ensemble"}}, "regression.w.models.mc_dropout.kind: 'mc_dropout' was expected"),
+        ({"mc_dropout": {"noise": "zero"}}, "regression.w.models.mc_dropout.noise: 'zero' is not one of fitted, none"),
+    ]:
+        with pytest.raises(ConfigError) as error:
+            validate_config({"regression": {"w": {"source": "uci_wine", "models": models}}}, SCHEMA)
+        assert message in str(error.value)
+
+
 def test_bca_intervals_are_refused_with_a_regression_part():
     with pytest.raises(ConfigError, match="uncertainty.interval: bca has no jackknife for the regression"):
         validate_config({"regression": {"c": {"source": "diabetes"}}, "uncertainty": {"interval": "bca"}}, SCHEMA)
