@@ -183,6 +183,7 @@ rule regression_reproduction:
     input:
         metrics=LAYOUT.regression_metrics,
         replicates=regression_replicates_paths,
+        curves=regression_curves_paths,
     output:
         report(LAYOUT.regression_reproduction, caption="../report/regression.rst", category="Regression"),
     log:
@@ -198,5 +199,10 @@ rule regression_reproduction:
         interval=UNCERTAINTY["interval"],
     run:
         pipeline.regression_reproduction_step(
-            input.metrics, list(input.replicates), output[0], log=log[0], **params
+            input.metrics,
+            list(input.replicates),
+            output[0],
+            curves_files=list(input.curves),
+            log=log[0],
+            **params,
         )

@@ -103,10 +103,11 @@ class RegressionTask(Task):
 
     def write_reliability(self, path, half: RegressionHalf, methods: Mapping[str, dict], *, dataset: str, model: str,
                           seed: int, bins: int) -> None:
-        """The curves file the regression figures draw (:mod:`.figures`): levels, outputs (1-based), methods."""
+        """The curves file the regression figures draw (:mod:`.figures`) and the claims read (:mod:`.claims`):
+        its cell (data set, model, split), levels, outputs (1-based), methods."""
         outputs = np.unique(half.output) + 1
-        write_json(path, {"levels": LEVELS.tolist(), "outputs": outputs.tolist(), "order": list(methods),
-                          "methods": dict(methods)})
+        write_json(path, {"dataset": dataset, "model": model, "split": seed, "levels": LEVELS.tolist(),
+                          "outputs": outputs.tolist(), "order": list(methods), "methods": dict(methods)})
 
     def write_replicates(self, path, cell: tuple, replicates: Mapping[tuple[str, str], np.ndarray]) -> None:
         save_replicates(path, cell, replicates)
