@@ -169,7 +169,8 @@ def _mean(values: np.ndarray, weights):
     w = _weights(values.size, weights)
     if w is None:
         return float(np.mean(values))
-    return _value(w @ values / w.sum(axis=-1))
+    with np.errstate(invalid="ignore"):  # an infinite term (no density, no mean) times a count of 0: NaN, left out
+        return _value(w @ values / w.sum(axis=-1))
 
 
 def rmse(squared_error, weights=None) -> float:
