@@ -53,7 +53,11 @@ class GaussianMixture(Predictive):
         return {"means": self.means, "stds": self.stds, "weights": self.weights}
 
     def take(self, index):
-        return GaussianMixture(self.means[index], self.stds[index], self.weights)
+        """The rows ``index``, with their rows of the quantile start table if it was built (it is row-wise)."""
+        out = GaussianMixture(self.means[index], self.stds[index], self.weights)
+        if "_table" in self.__dict__:
+            out._table = tuple(a[index] for a in self._table)
+        return out
 
     def _bc(self, x):
         """x (N,) or (N, L) -> (x[..., None], means, stds) broadcastable over the M components."""
@@ -89,8 +93,8 @@ class GaussianMixture(Predictive):
         ``[min_k F_k^-1(q), max_k F_k^-1(q)]``) always holds the quantile (F is a convex combination
         of the F_k).  The start interpolates the row's CDF tabulated once per distribution
         (:meth:`_start`), clipped into the bracket.  Stops when a Newton step is below
-        ``sqrt(tol) min(1 + |x|, sd_min)`` (sd_min the row's narrowest component: the error after it
-        is then of order tol times that scale, also for components far narrower than their spread) or
+        ``sqrt(tol) min(1 + |x|, 10 sd_min)`` (sd_min the row's narrowest component: the error after
+        it is then of order tol, also for components far narrower than their spread) or
         the bracket is below ``tol (1 + |x|)``: 1-3 iterations.  Where F equals q exactly and its density
         underflows (a plateau between components far apart) it bisects on towards the plateau's start.
         Levels 0 and 1 give -inf and inf.
@@ -156,9 +160,11 @@ class GaussianMixture(Predictive):
             a, b = lo[active], hi[active]
             x_new = x - step
             # Newton converges quadratically: the error after a step is about step^2 |f'/f| / 2, and |f'/f| is
-            # at most about 1 / (the narrowest component's std): a step below sqrt(tol) times that std (or
-            # 1 + |x| if smaller) leaves an error of order tol times it
-            converged = ~plateau & ((g == 0) | (np.abs(step) <= np.sqrt(tol) * np.minimum(1 + np.abs(x), narrowest[r])))
+            # at most about 1 / (the narrowest component's std sd_min): a step below sqrt(tol) (1 + |x|) leaves
+            # an error of order tol unless sd_min is far smaller, hence the bound 10 sd_min (only binding for
+            # components narrower than a tenth of 1 + |x|: an error of at most 50 tol sd_min)
+            scale = np.minimum(1 + np.abs(x), 10 * narrowest[r])
+            converged = ~plateau & ((g == 0) | (np.abs(step) <= np.sqrt(tol) * scale))
             inside = (x_new > a) & (x_new < b) & np.isfinite(x_new)
             x_new = np.where(inside | converged, x_new, 0.5 * (a + b))
             out[active] = x_new
@@ -377,7 +383,13 @@ class GaussianMixture(Predictive):
         return first - 0.5 * spread
 
     def reflected(self):
-        return GaussianMixture(-self.means, self.stds, self.weights)
+        """The mixture of ``-Y``; a quantile start table already built (:meth:`_start`) is passed on mirrored:
+        ``START_Z`` is symmetric, so the table of -Y is this one's read backwards with x and t negated."""
+        out = GaussianMixture(-self.means, self.stds, self.weights)
+        if "_table" in self.__dict__:
+            xs, ts, slopes = self._table
+            out._table = (-xs[:, ::-1], np.maximum.accumulate(-ts[:, ::-1], axis=1), slopes[:, ::-1])
+        return out
 
     def _pair_spread(self) -> np.ndarray:
         """``E|X - X'|`` per sample (X, X' independent draws of the mixture), each pair of components once."""

@@ -22,8 +22,9 @@ LEVEL_EPS = 1e-12
 #: moments in the recalibrated moments (:meth:`RecalibratedDistribution._moments`)
 NARROW_PIECE = 1e-5
 #: recalibrated levels whose base level is within this of 1 are solved in the reflected base's lower
-#: tail (:meth:`RecalibratedDistribution.ppf`), where the level's complement keeps its precision
-_UPPER_TAIL = 1e-6
+#: tail (:meth:`RecalibratedDistribution.ppf`), where the level's complement keeps its precision (above
+#: it, ``1 - s`` holds s to 1e-6 relative; the reflected base costs a second quantile table)
+_UPPER_TAIL = 1e-10
 
 
 class RecalibratedDistribution(Predictive):
