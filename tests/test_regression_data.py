@@ -257,13 +257,18 @@ def test_predictions_gaussian_and_samples(tmp_path):
     np.testing.assert_allclose(dist.var(), samples.var(axis=1) + (1.06 * spread * 400**-0.2) ** 2)
     got = _npz(tmp_path, y=y, samples=samples, std=np.full(3, 0.5))
     assert np.all(got.given["params"]["stds"] == 0.5)
+    point = _npz(tmp_path, y=y, mean=y, std=np.array([0.0, 1.0, 2.0]))  # a model without spread on a row
+    assert predictive_from_arrays(point.given["family"], point.given["params"]).point_mass().tolist() == [True, False,
+                                                                                                          False]
 
 
 @pytest.mark.parametrize(
     "arrays, message",
     [
-        ({"y": [0.0, 1.0], "mean": [0.0, 1.0], "std": [1.0, 0.0]}, r"pred.npz: `std` must be > 0, row 1 has 0"),
-        ({"y": [0.0, 1.0], "mean": [0.0, 1.0], "std": [1.0, -2.0]}, r"`std` must be > 0, row 1 has -2"),
+        ({"y": [0.0, 1.0], "samples": [[0.0, 1.0], [1.0, 2.0]], "std": [1.0, 0.0]},
+         r"pred.npz: `std` must be > 0 with `samples`, row 1 has 0"),
+        ({"y": [0.0, 1.0], "mean": [0.0, 1.0], "std": [1.0, -2.0]},
+         r"`std` must be >= 0 \(0: a point mass\), row 1 has -2"),
         (
             {"y": [0.0, 1.0], "mean": [0.0, 1.0], "std": [np.nan, 1.0]},
             r"array 'std' has NaN or infinite values \(first at row 0\)",
