@@ -58,21 +58,20 @@ def run_workflow(workdir: Path, config: Path, cores: int) -> tuple[float, float,
 
     command = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(workdir),
                "--cores", str(cores), "--configfile", str(config)]
-    start = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    root, cpu = psutil.Process(process.pid), {}
-    while process.poll() is None:
-        try:
-            tree = [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            break
-        for member in tree:
-            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-                times = member.cpu_times()
-                cpu[member.pid] = times.user + times.system
-        time.sleep(0.2)
-    output = process.stdout.read()
-    seconds = time.perf_counter() - start
+    start, cpu = time.perf_counter(), {}
+    with open(workdir / "snakemake.out", "w+", encoding="utf-8") as log:  # a pipe read only at the end fills up
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True)
+        root = psutil.Process(process.pid)
+        while process.poll() is None:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                for member in [root, *root.children(recursive=True)]:
+                    with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                        times = member.cpu_times()
+                        cpu[member.pid] = times.user + times.system
+            time.sleep(0.2)
+        seconds = time.perf_counter() - start
+        log.seek(0)
+        output = log.read()
     if process.returncode != 0:
         sys.exit(f"the workflow failed:\n{output[-4000:]}")
     peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # kB on Linux
