@@ -12,7 +12,7 @@ from calibrepro import pipeline
 from calibrepro.regression.distributions import Gaussian, GaussianMixture, StudentT
 from calibrepro.regression.metrics import REGRESSION_METRICS, accuracy_curve, compute_regression_metrics
 from calibrepro.regression.predictions import Predictions, part_of, save_predictions
-from calibrepro.regression.recalibration import LEVEL_EPS, RECALIBRATORS, RecalibratedDistribution, make_recalibrator
+from calibrepro.regression.recalibration import LEVEL_EPS, RECALIBRATORS, make_recalibrator
 
 METHODS = list(RECALIBRATORS)
 
