@@ -90,7 +90,8 @@ def _lower(metrics, dataset, model, before, after, metric, what) -> Claim:
         return Claim(dataset, what, "—", f"not checked: no {metric} of {model} ({before}, {after})")
     mb, ma = math.fsum(b.values()) / len(b), math.fsum(a.values()) / len(a)
     fewer = sum(a[s] < b[s] for s in a if s in b)
-    ours = f"{_fmt(mb)} → {_fmt(ma)} ({100 * (ma - mb) / mb:+.0f} %), lower in {fewer} of {len(a)} splits"
+    change = f" ({100 * (ma - mb) / mb:+.0f} %)" if mb > 0 else ""
+    ours = f"{_fmt(mb)} → {_fmt(ma)}{change}, lower in {fewer} of {len(a)} splits"
     return Claim(dataset, what, ours, _holds(ma < mb, f"higher by {_fmt(ma - mb)}"))
 
 
@@ -186,9 +187,9 @@ def energy_claims(metrics, curves, dataset: str) -> list[Claim]:
     after = {m: _mean(metrics, dataset, m, "isotonic", "msce") for m in models}
     worst = max(after, key=lambda m: after[m] if after[m] is not None else math.inf)
     ours = ", ".join(f"{m} {_fmt(v)}" if v is not None else f"{m} —" for m, v in after.items())
+    short = f"{worst} at {_fmt(after[worst])}" if after[worst] is not None else f"no isotonic MSCE of {worst}"
     claims.append(Claim(dataset, f"after isotonic recalibration all three are well calibrated (MSCE < {GOOD_MSCE})",
-                        ours, _holds(all(v is not None and v < GOOD_MSCE for v in after.values()),
-                                     f"{worst} at {_fmt(after[worst])}" if after[worst] is not None else "")))
+                        ours, _holds(all(v is not None and v < GOOD_MSCE for v in after.values()), short)))
     shown = [*models, *sorted({c["model"] for c in curves if c.get("dataset") == dataset} - set(models))]
     per_hour = {m: (_average(_curves(curves, dataset, m), "uncalibrated", "rmse"),
                     _average(_curves(curves, dataset, m), "uncalibrated", "std")) for m in shown}
