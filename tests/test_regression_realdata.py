@@ -62,7 +62,7 @@ def test_the_blog_s_wine_and_crime_tables_with_the_seed_s_model_and_its_findings
     found = verdicts(report, "wine", "crime")
     assert len(found) == 12 and all(v == "holds" or v.startswith("does not hold (") for v in found)
     overconfident = [line for line in claims.splitlines() if "MC-Dropout is overconfident" in line]
-    assert [line.endswith("| holds |") for line in overconfident] == [True, True]  # coverage 0.27 / 0.38
+    assert [line.endswith("| holds |") for line in overconfident] == [True, True]  # coverage 0.27 / 0.39
     assert (tmp_path / "reports/blog/regression/figures/reliability/crime/mc_dropout.png").stat().st_size > 0
     log = (tmp_path / "results/blog/logs/download/regression/communities/communities.data.log").read_text()
     assert "ok: results/downloads/regression/communities/communities.data (sha256:" in log
