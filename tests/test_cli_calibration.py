@@ -86,6 +86,8 @@ def test_fit_then_apply_give_the_pipelines_calibrator_and_probabilities_to_the_b
     pipeline_values = read_metrics(root / "eval.csv").values
     for metric, value in evaluation.values.items():
         assert value.estimate == pipeline_values[("d", "m", method, metric)][3]
+    commands.write_evaluation(root / f"{method}.csv", evaluation.values)  # no interval: empty cells, never NaN
+    assert (root / f"{method}.csv").read_text().splitlines()[1].endswith(",,,none,,0")
     output = capsys.readouterr().out
     assert f"{method}: fitted on 180 samples (the calibration half of {logits})" in output
     assert f"calibrated probabilities of 180 rows of the test half of {logits} ({method}" in output

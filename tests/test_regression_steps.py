@@ -120,3 +120,25 @@ def test_a_user_s_own_predictions_are_split_not_trained(tmp_path):
     split = load_split(tmp_path / "split0.npz")
     assert np.array_equal(predictions.test.params["mean"], y[split.test] + 0.1)
     assert np.array_equal(predictions.test.y, y[split.test])
+
+
+@pytest.mark.parametrize("dropout", [0.05, 0.0])
+def test_the_seed_s_mc_dropout_and_a_spread_of_0_recalibrate_with_every_row_finite_or_explained(cached, dropout):
+    """noise: none (no noise term); without dropout every pass agrees: a point mass, which has no density."""
+    options = {"epochs": 5, "hidden": 8, "passes": 10, "noise": "none", "dropout": dropout}
+    path = predict(cached, "mc_dropout", options)
+    assert load_predictions(path).family == "gaussian"
+    evaluate(path, cached / "eval.csv", cached / "curves.json", cached / "boot.npz", model="mc_dropout", resamples=20,
+             bootstrap_seed=0, log=cached / "eval.log")
+    rows = pd.read_csv(cached / "eval.csv")
+    assert np.isfinite(rows.value).all()
+    log = (cached / "eval.log").read_text()
+    written = set(zip(rows.method, rows.metric))
+    for method in METHODS:  # every metric row is written or explained (a net of 8 units can leave rows without spread)
+        line = next((line for line in log.splitlines() if line.startswith(f"toy/mc_dropout/split 0/{method}: not")), "")
+        assert all((method, metric) in written or f"{metric} (" in line for metric in METRICS)
+        if not dropout:
+            assert line.endswith("not written, not finite: nll (the predictive has no density at the target (spread 0: "
+                                 "a point mass))")
+    if not dropout:
+        assert set(rows.metric) == set(METRICS) - {"nll"} and set(rows.method) == set(METHODS)

@@ -349,10 +349,14 @@ EVALUATION_COLUMNS = ("metric", "estimate", "centre", "low", "high", "interval",
 
 
 def write_evaluation(path, values: Mapping[str, bootstrap.MetricInterval]) -> None:
-    """Write ``{metric: MetricInterval}`` as a tidy CSV (:data:`EVALUATION_COLUMNS`; floats by ``repr``)."""
-    write_text(path, tidy_csv(EVALUATION_COLUMNS, [
-        (name, v.estimate, v.centre, v.low, v.high, v.interval, v.level, v.resamples) for name, v in values.items()
-    ]))
+    """Write ``{metric: MetricInterval}`` as a tidy CSV (:data:`EVALUATION_COLUMNS`; floats by ``repr``; the
+    bounds and level of an estimate without interval are empty cells: the CSV writers refuse NaN)."""
+    def row(name, v):
+        if v.interval == "none":
+            return name, v.estimate, v.centre, "", "", v.interval, "", v.resamples
+        return name, v.estimate, v.centre, v.low, v.high, v.interval, v.level, v.resamples
+
+    write_text(path, tidy_csv(EVALUATION_COLUMNS, [row(name, v) for name, v in values.items()], where=path))
 
 
 def read_config(path) -> dict:

@@ -107,24 +107,66 @@ def write_text(path: str | os.PathLike, text: str) -> None:
         tmp.write_text(text, encoding="utf-8")
 
 
+class NonFiniteValueError(ValueError):
+    """A writer was handed NaN or an infinity; the message names the file and the key or row (nothing is written)."""
+
+
+def _non_finite_key(data, key: str = "") -> str | None:
+    """The path (``a.b[3]``) of the first NaN or infinite float in JSON-like ``data``, or None."""
+    if isinstance(data, (float, np.floating)):
+        return None if np.isfinite(data) else key or "<top level>"
+    if isinstance(data, dict):
+        items = ((f"{key}.{k}" if key else str(k), v) for k, v in data.items())
+    elif isinstance(data, (list, tuple)):
+        items = ((f"{key}[{i}]", v) for i, v in enumerate(data))
+    else:
+        return None
+    return next((found for k, v in items if (found := _non_finite_key(v, k)) is not None), None)
+
+
 def write_json(path: str | os.PathLike, data) -> None:
-    """Write ``data`` as indented JSON with sorted keys (byte-stable for equal data)."""
+    """Write ``data`` as indented JSON with sorted keys (byte-stable for equal data).
+
+    Refuses NaN and infinities (JSON has none) with :class:`NonFiniteValueError` naming the file and the key.
+    """
+    bad = _non_finite_key(data)
+    if bad is not None:
+        raise NonFiniteValueError(f"{path}: refusing to write a NaN or infinite value at {bad}; nothing was written")
     write_text(path, json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
-def tidy_csv(columns, rows) -> str:
+def tidy_csv(columns, rows, where: str | os.PathLike = "a CSV file") -> str:
     """CSV text of ``rows`` under the header ``columns``, one line per row.
 
     Floats are written with ``repr`` (the shortest exact round trip), so equal values give equal
     bytes and reading the file back gives the same doubles. Every tidy table of the pipeline
     (metrics, intervals, comparisons, size study) is written through here by its owning module.
+    A NaN or infinite float raises :class:`NonFiniteValueError` naming ``where`` (the file), the line
+    and the row.
     """
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(columns)
-    for row in rows:
-        writer.writerow([repr(float(v)) if isinstance(v, (float, np.floating)) else v for v in row])
+    for line, row in enumerate(rows, start=2):
+        cells = []
+        for i, v in enumerate(row):
+            if isinstance(v, (float, np.floating)):
+                if not np.isfinite(v):
+                    shown = ", ".join(f"{c}={x}" for c, x in zip(columns, row))
+                    column = columns[i] if i < len(columns) else i
+                    raise NonFiniteValueError(
+                        f"{where}: refusing to write {float(v)!r} in column {column!r} of line {line} ({shown}); "
+                        "nothing was written"
+                    )
+                v = repr(float(v))
+            cells.append(v)
+        writer.writerow(cells)
     return buffer.getvalue()
+
+
+def write_csv(path: str | os.PathLike, columns, rows) -> None:
+    """Write the tidy CSV of ``rows`` (:func:`tidy_csv`) atomically; NaN or infinity refused, naming ``path``."""
+    write_text(path, tidy_csv(columns, rows, where=path))
 
 
 def read_tidy_csv(path, columns, error=ValueError) -> Iterator[tuple[int, dict]]:

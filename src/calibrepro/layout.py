@@ -130,7 +130,7 @@ class Layout:
         """The comparison with the published values (``calibrepro.report.reproduction``)."""
         return f"{self.reports}/reproduction.md"
 
-    # --- regression (seed 002, second half): everything under results/regression/, reports/regression/ ---
+    # --- regression (seed 002, second half): under results/<name>/regression/, reports/<name>/regression/ ---
 
     def regression_data(self, dataset: str) -> str:
         """A regression data set's arrays as the models read them (``calibrepro.regression.splits``)."""

@@ -168,7 +168,7 @@ class ClassificationTask(Task):
         from calibrepro.io import write_text
         from calibrepro.report.metrics_file import format_metrics
 
-        write_text(path, format_metrics(rows))
+        write_text(path, format_metrics(rows, where=path))
 
     def write_reliability(self, path, half: Half, methods: Mapping[str, dict], *, dataset: str, model: str,
                           seed: int, bins: int) -> None:

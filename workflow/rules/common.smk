@@ -351,20 +351,25 @@ def regression_model_options(wildcards):
     return regression_models(REGRESSION[wildcards.rdataset])[wildcards.rmodel]
 
 
-def regression_evaluation_paths(wildcards):
+def regression_cells():
+    """(dataset, model, split) of every regressor and split, in config order."""
     return [
-        LAYOUT.regression_evaluation(dataset, model, split)
+        (dataset, model, split)
         for dataset, model in REGRESSION_MODELS
         for split in range(REGRESSION[dataset]["splits"])
     ]
+
+
+def regression_evaluation_paths(wildcards):
+    return [LAYOUT.regression_evaluation(*cell) for cell in regression_cells()]
 
 
 def regression_replicates_paths(wildcards):
-    return [
-        LAYOUT.regression_replicates(dataset, model, split)
-        for dataset, model in REGRESSION_MODELS
-        for split in range(REGRESSION[dataset]["splits"])
-    ]
+    return [LAYOUT.regression_replicates(*cell) for cell in regression_cells()]
+
+
+def regression_curves_paths(wildcards):
+    return [LAYOUT.regression_curves(*cell) for cell in regression_cells()]
 
 
 def regression_metric_names():

@@ -69,6 +69,7 @@ rule regression_reproduction:
     input:
         metrics=LAYOUT.regression_metrics,
         replicates=regression_replicates_paths,
+        curves=regression_curves_paths,
     output:
         report(LAYOUT.regression_reproduction, caption="../report/regression.rst", category="Regression"),
     log:
@@ -83,4 +84,11 @@ rule regression_reproduction:
         level=UNCERTAINTY["level"],
         interval=UNCERTAINTY["interval"],
     run:
-        regression_reports.reproduction_step(input.metrics, list(input.replicates), output[0], log=log[0], **params)
+        regression_reports.reproduction_step(
+            input.metrics,
+            list(input.replicates),
+            output[0],
+            curves_files=list(input.curves),
+            log=log[0],
+            **params,
+        )

@@ -35,14 +35,16 @@ def figure_step(curves_files: Sequence[str], kind: str, png_output, pdf_output, 
 
 
 def reproduction_step(metrics_csv, replicates_files: Sequence[str], output, *, sources: Mapping[str, str],
-                      language: str, level: float, interval: str, log=None) -> None:
+                      language: str, level: float, interval: str, curves_files: Sequence[str] = (),
+                      log=None) -> None:
     """Compare the regression metrics with the published values (Kuleshov et al. 2018, the seed): our mean
-    over the splits and its bootstrap interval (:func:`calibrepro.regression.uncertainty.mean_intervals`)."""
+    over the splits and its bootstrap interval (:func:`calibrepro.regression.uncertainty.mean_intervals`);
+    the seed's findings checked on them and the curves files (:mod:`calibrepro.regression.claims`)."""
     from calibrepro.regression.report import mean_estimates, write_regression_reproduction
     from calibrepro.regression.uncertainty import mean_intervals
 
     with step_log(log) as logger:
         intervals = mean_intervals(replicates_files, mean_estimates(metrics_csv), level, interval)
         write_regression_reproduction(metrics_csv, output, sources=dict(sources), language=language,
-                                      intervals=intervals, level=level)
+                                      intervals=intervals, level=level, curves_files=curves_files)
         logger.info("regression reproduction report (%d bootstrap intervals) -> %s", len(intervals), output)

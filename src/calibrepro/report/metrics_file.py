@@ -36,9 +36,10 @@ class MetricsFileError(ValueError):
     """``metrics.csv`` is missing columns or holds values the report cannot use."""
 
 
-def format_metrics(rows) -> str:
-    """CSV text of ``(dataset, model, method, seed, metric, value)`` rows under the header (values by ``repr``)."""
-    return tidy_csv(COLUMNS, [(*keys, float(value)) for *keys, value in rows])
+def format_metrics(rows, where="a metrics file") -> str:
+    """CSV text of ``(dataset, model, method, seed, metric, value)`` rows under the header (values by ``repr``;
+    NaN or infinity refused, naming ``where``: :func:`calibrepro.io.tidy_csv`)."""
+    return tidy_csv(COLUMNS, [(*keys, float(value)) for *keys, value in rows], where)
 
 
 def concatenate_metrics(inputs, output) -> int:
