@@ -11,17 +11,8 @@ import torch
 
 from calibrepro import determinism
 from calibrepro.download import fetch
-from calibrepro.inference import (
-    CheckpointError,
-    UnsafeCheckpointError,
-    environment,
-    inference_settings,
-    load_weights,
-    predict,
-    predict_array,
-    select_device,
-    strip_prefix,
-)
+from calibrepro.checkpoints import CheckpointError, UnsafeCheckpointError, load_weights, strip_prefix
+from calibrepro.inference import environment, inference_settings, predict, predict_array, select_device
 from calibrepro.zoo import Download, akamaster, get_source
 from servers import REALDATA
 

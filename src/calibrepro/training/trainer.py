@@ -29,7 +29,7 @@ from torch import nn
 
 from calibrepro.averaging import log_mean_softmax
 from calibrepro.determinism import seeded, torch_threads
-from calibrepro.inference import load_weights
+from calibrepro.checkpoints import load_weights
 from calibrepro.io import atomic_path
 from calibrepro.training import ARCHITECTURES
 from calibrepro.training.bayes import elbo_loss

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from calibrepro.download import Download
-from calibrepro.inference import load_weights, strip_prefix
+from calibrepro.checkpoints import load_weights, strip_prefix
 from calibrepro.zoo import ModelSourceError, local_file
 from calibrepro.zoo._pretrained import Pin, PretrainedSource
 

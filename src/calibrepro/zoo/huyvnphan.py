@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Mapping
 
 from calibrepro.download import Download
-from calibrepro.inference import load_weights
+from calibrepro.checkpoints import load_weights
 from calibrepro.zoo import ModelSourceError, local_file
 from calibrepro.zoo._pretrained import Pin, PretrainedSource, code_root, github_raw
 

@@ -23,6 +23,7 @@ from typing import Callable
 import numpy as np
 
 from calibrepro import evaluation_sets
+from calibrepro.checkpoints import load_weights, strip_prefix
 from calibrepro.download import Download, sha256_of
 from calibrepro.inference import environment, inference_settings, predict, predict_array, select_device
 from calibrepro.io import save_logits
@@ -172,8 +173,6 @@ def mc_dropout_variant(request: LogitsRequest, module, batch_size: int, network:
 
 def read_state_dict(path: Path) -> dict:
     """A state dict from ``.safetensors`` (no code can run) or a PyTorch file (``weights_only=True``)."""
-    from calibrepro.inference import load_weights, strip_prefix
-
     if path.suffix == ".safetensors":
         from safetensors.torch import load_file
 
