@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 
 from calibrepro import metrics as M
 from calibrepro.io import load_logits
+from calibrepro.report.parameters_file import read_parameters
 from calibrepro.splits import load_split
 from workflow_helpers import ROOT, run_snakemake, synthetic_logits, write_config
 
@@ -54,9 +56,11 @@ def test_demo_runs_end_to_end_and_reruns_byte_identical(tmp_path):
     # the run ends by saying where its outputs are
     summary = result.stderr[result.stderr.index("calibrepro: finished. Outputs:"):]
     assert "results/demo/metrics.csv" in summary and "reports/demo/reproduction.md" in summary
-    tables = sum(1 for _ in (tmp_path / "reports/demo/tables").iterdir())  # 11 metrics x (md, tex), ranks, size study
+    # 11 metrics x (md, tex), ranks, size study, fitted parameters (md, tex)
+    tables = sum(1 for _ in (tmp_path / "reports/demo/tables").iterdir())
     figures = sum(1 for path in (tmp_path / "reports/demo/figures").rglob("*") if path.is_file())
-    assert (tables, figures) == (24, 18)
+    assert (tables, figures) == (26, 18)
+    assert "results/demo/parameters.csv" in summary and "results/demo/regression/parameters.csv" in summary
     assert f"reports/demo/tables/  ({tables} files)" in summary and f"reports/demo/figures/  ({figures} files)" in summary
     # every step's log says what it did: the logits step's check of its archive, each fit, each metric
     log = (tmp_path / "results/demo/logs/logits/digits/mlp_overconfident.log").read_text()
@@ -87,6 +91,25 @@ def test_demo_runs_end_to_end_and_reruns_byte_identical(tmp_path):
 
     over = metrics.query("model == 'mlp_overconfident' and metric == 'nll'").set_index("method")["value"]
     assert over["temperature_scaling"] < over["uncalibrated"]
+
+    # every fit's numbers: each temperature as its calibrator file holds it, the convergence records' values
+    parameters = read_parameters(tmp_path / "results/demo/parameters.csv")
+    assert list(dict.fromkeys(row[1] for row in parameters.rows)) == models
+    value = {row[1:5]: row[5] for row in parameters.rows}
+    for model in models:
+        fitted = json.loads((tmp_path / f"results/demo/calibrators/digits/{model}/temperature_scaling/seed0.json")
+                            .read_text())
+        assert value[(model, "temperature_scaling", 0, "temperature")] == fitted["params"]["temperature"]
+    for record in pd.read_csv(tmp_path / "results/demo/convergence.csv", dtype=str, keep_default_na=False).itertuples():
+        for name, column in (("converged", record.converged), ("iterations", record.iterations)):
+            assert str(value.get((record.model, record.method, 0, name), "")) == column, (record, name)
+    assert {"lambda", "mu", "converged"} <= {row[4] for row in parameters.rows if row[2] == "dirichlet_odir"}
+    table = (tmp_path / "reports/demo/tables/parameters.md").read_text()
+    assert "**T-scaling** (Guo et al. 2017, sec. 4.2)" in table and all(f"| {model} " in table for model in models)
+    regression = read_parameters(tmp_path / "results/demo/regression/parameters.csv")
+    assert {row[2:5] for row in regression.rows if row[4] == "scale"} == {("std_scaling", split, "scale")
+                                                                          for split in (0, 1)}
+    assert "**Std scaling**" in (tmp_path / "reports/demo/regression/tables/parameters.md").read_text()
 
     table = (tmp_path / "reports/demo/tables/accuracy.md").read_text()
     accuracy = metrics.query("model == 'mlp_overconfident' and method == 'uncalibrated' and metric == 'accuracy'")
@@ -127,11 +150,13 @@ def test_demo_runs_end_to_end_and_reruns_byte_identical(tmp_path):
     # everything after the logits again (the trained models' logits are deterministic by their own
     # test, tests/test_zoo_demo.py): the same bytes, whichever worker process ran which step
     outputs = ["results/demo/metrics.csv", "results/demo/intervals.csv", "results/demo/size_study.csv",
+               "results/demo/parameters.csv", "results/demo/regression/parameters.csv",
+               "reports/demo/regression/tables/parameters.md",
                *sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "reports/demo/tables").iterdir())]
     first = {name: (tmp_path / name).read_bytes() for name in outputs}
     for name in ("splits", "calibrators", "evaluations", "reliability", "bootstrap", "size_study"):
         shutil.rmtree(tmp_path / "results/demo" / name, ignore_errors=True)
-    for name in ("metrics.csv", "intervals.csv", "comparisons.csv", "size_study.csv"):
+    for name in ("metrics.csv", "intervals.csv", "comparisons.csv", "size_study.csv", "parameters.csv"):
         (tmp_path / "results/demo" / name).unlink()
     shutil.rmtree(tmp_path / "reports/demo")
     result = run_snakemake(tmp_path)
