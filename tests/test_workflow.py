@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from calibrepro import cli
 from calibrepro import metrics as M
+from calibrepro.commands import evaluate_file
 from calibrepro.io import load_logits
+from calibrepro.report.metrics_file import read_metrics
 from calibrepro.report.parameters_file import read_parameters
 from calibrepro.splits import load_split
+from calibrepro.steps.calibration import load_calibrator
+from calibrepro.tasks import task_of
 from workflow_helpers import ROOT, run_snakemake, synthetic_logits, write_config
 
 pytestmark = pytest.mark.slow
@@ -137,6 +143,19 @@ def test_demo_runs_end_to_end_and_reruns_byte_identical(tmp_path):
     stale = readme_demo().check(ROOT / "README.md", tmp_path)
     assert not stale, f"README.md's demo blocks {stale} are stale: `make demo`, then `python tools/readme_demo.py`"
 
+    # asked for, a calibrator's test-half probabilities: exactly those the metrics of metrics.csv scored
+    asked = [f"results/demo/probabilities/digits/mlp_overconfident/{method}/seed0.npz"
+             for method in ("isotonic", "dirichlet_odir")]  # float32 softmax and isotonic; a full-matrix fit
+    result = run_snakemake(tmp_path, *asked)
+    assert result.returncode == 0, result.stderr[-3000:]
+    ran = [line.split()[1] for line in result.stderr.splitlines() if line.startswith(("rule ", "localrule "))]
+    assert ran == ["probabilities:"] * 2, ran
+    scored = read_metrics(tmp_path / "results/demo/metrics.csv").values
+    for path in asked:
+        method = path.split("/")[-2]
+        for metric, value in evaluate_file(tmp_path / path, metrics=list(M.METRICS), resamples=0).values.items():
+            assert value.estimate == scored[("digits", "mlp_overconfident", method, metric)][0], (method, metric)
+
     result = run_snakemake(tmp_path, "--report", "report.html")
     assert result.returncode == 0, result.stderr[-3000:]
     bundle = (tmp_path / "report.html").read_text(encoding="utf-8")
@@ -204,6 +223,40 @@ def test_one_table_builds_only_what_it_needs(tmp_path):
     assert (tmp_path / "reports/byo/tables/ece.md").is_file()
     assert not (tmp_path / "reports/byo/tables/brier.md").exists()
     assert not (tmp_path / "reports/byo/figures").exists()
+
+
+def test_one_probabilities_file_builds_only_what_it_needs_and_is_the_apply_commands(tmp_path, monkeypatch):
+    synthetic_logits(tmp_path / "a.npz")
+    config = byo_config(tmp_path, {"net_a": {"source": "logits", "path": "a.npz"}},
+                        calibrators=["uncalibrated", "temperature_scaling", "dirichlet_l2"])
+    target = "results/byo/probabilities/mydata/net_a/temperature_scaling/seed0.npz"
+    result = run_snakemake(tmp_path, target, "--configfile", str(config))
+    assert result.returncode == 0, result.stderr[-3000:]
+    ran = {line.split()[1].rstrip(":") for line in result.stderr.splitlines() if line.startswith(("rule ", "localrule "))}
+    assert ran == {"logits_request", "logits", "split", "fit_calibrators", "probabilities"}, ran
+    assert not (tmp_path / "results/byo/calibrators/mydata/net_a/dirichlet_l2").exists()
+    assert not (tmp_path / "results/byo/metrics.csv").exists() and not (tmp_path / "reports").exists()
+    # the file of `calibrepro apply <json> <logits> --split <split> --half test`, run where the workflow ran
+    monkeypatch.chdir(tmp_path)
+    calibrator = "results/byo/calibrators/mydata/net_a/temperature_scaling/seed0.json"
+    logits = "results/byo/logits/mydata/net_a.npz"
+    split = "results/byo/splits/mydata/seed0.npz"
+    assert cli.main(["apply", calibrator, logits, "--split", split, "--half", "test", "-o", "mine.npz"]) == 0
+    task = task_of("classification")
+    [test] = task.halves(logits, split, "test")
+    scored = task.predict(load_calibrator(calibrator, "temperature_scaling"), test)  # what evaluate_step scores
+    with np.load(target, allow_pickle=False) as pipeline, np.load("mine.npz", allow_pickle=False) as mine:
+        assert sorted(pipeline.files) == sorted(mine.files) == ["labels", "metadata", "probabilities", "rows"]
+        assert all(pipeline[name].tobytes() == mine[name].tobytes() for name in pipeline.files)  # bit for bit
+        assert pipeline["probabilities"].tobytes() == scored.tobytes()
+    assert "calibrated probabilities of 200 rows of the test half" in (
+        tmp_path / "results/byo/logs/probabilities/mydata/net_a/temperature_scaling/seed0.log").read_text()
+    # report.export_probabilities makes every model's, method's and seed's file a target of the run
+    config = byo_config(tmp_path, {"net_a": {"source": "logits", "path": "a.npz"}}, split={"seeds": [0, 1]},
+                        calibrators=["uncalibrated", "temperature_scaling"], report={"export_probabilities": True})
+    result = run_snakemake(tmp_path, "--configfile", str(config), "--dry-run")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert re.search(r"^probabilities\s+3$", result.stdout + result.stderr, flags=re.M), result.stdout[-3000:]
 
 
 @pytest.mark.parametrize(

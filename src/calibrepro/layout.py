@@ -72,6 +72,11 @@ class Layout:
         """Every calibrator's fitted numbers and how its fit ended, tidy (``calibrepro.report.parameters_file``)."""
         return f"{self.results}/parameters.csv"
 
+    def probabilities(self, dataset: str, model: str, method: str, seed) -> str:
+        """One calibrator's probabilities on the test half (``calibrepro apply``'s file; asked for, or
+        ``report.export_probabilities``)."""
+        return f"{self.results}/probabilities/{dataset}/{model}/{method}/seed{seed}.npz"
+
     # --- results: uncertainty and the calibration-set-size study ---------------------------------
 
     def bootstrap(self, dataset: str, model: str, seed, kind: str) -> str:

@@ -266,6 +266,13 @@ def fitted_calibrators():
     ]
 
 
+def probabilities_paths():
+    """Every calibrator's probabilities on the test half (targets with report.export_probabilities)."""
+    return [
+        LAYOUT.probabilities(dataset, model, method, seed) for dataset, model, method, seed, _ in fitted_calibrators()
+    ]
+
+
 def figure_paths():
     return [LAYOUT.reliability_figure(dataset, model, ext) for dataset, model in MODELS for ext in ("png", "pdf")]
 
@@ -317,7 +324,8 @@ def targets():
 
     The closing summary reports these groups; a new output becomes a target by being added here.
     """
-    groups = {name: [] for name in ("metrics", "convergence", "parameters", "tables", "figures", "intervals", "report")}
+    groups = {name: [] for name in ("metrics", "convergence", "parameters", "tables", "figures", "intervals")}
+    groups.update(probabilities=[], report=[])
     if MODELS:  # not in a regression-only configuration
         groups["metrics"].append(LAYOUT.metrics)
         groups["convergence"].append(LAYOUT.convergence)
@@ -333,6 +341,8 @@ def targets():
         groups["intervals"].append(LAYOUT.size_study)
         groups["tables"].append(LAYOUT.table("size_study", "md"))
         groups["figures"] += dataset_figure_paths("size_study")
+    if MODELS and config["report"]["export_probabilities"]:
+        groups["probabilities"] += probabilities_paths()
     return {**groups, **regression_groups()}
 
 
