@@ -208,7 +208,8 @@ def test_own_logits_replace_the_demo_models(tmp_path):
         assert (tmp_path / f"results/byo/calibrators/mydata/net_b/{method}/seed1.json").is_file()
     # the config does not mention `uncertainty`: intervals, ranks and tie marks by default
     assert sorted(p.name for p in (tmp_path / "reports/byo/tables").iterdir()) == [
-        "accuracy.md", "accuracy.tex", "ece.md", "ece.tex", "nll.md", "nll.tex", "ranks.md",
+        "accuracy.md", "accuracy.tex", "ece.md", "ece.tex", "nll.md", "nll.tex", "parameters.md", "parameters.tex",
+        "ranks.md",
     ]
     intervals = pd.read_csv(tmp_path / "results/byo/intervals.csv")
     assert len(intervals) == len(metrics) and set(intervals["interval"]) <= {"percentile", "basic", "bca", "debiased"}
@@ -324,15 +325,15 @@ def test_a_configuration_reports_only_its_own_outputs(tmp_path):
     result = run_snakemake(tmp_path, "--configfile", str(config))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "calibrepro: removed 2 output(s) of an earlier run" in result.stderr
-    byo_tables = ["ece.md", "ece.tex", "ranks.md"]  # the ranks: uncertainty is on by default
+    byo_tables = ["ece.md", "ece.tex", "parameters.md", "parameters.tex", "ranks.md"]  # ranks: uncertainty is on by default
     assert sorted(p.name for p in (tmp_path / "reports/byo/tables").iterdir()) == byo_tables
-    assert "reports/byo/tables/  (3 files)" in result.stderr
+    assert "reports/byo/tables/  (5 files)" in result.stderr
     # another configuration in the same folder: folders of its own, the first one's left alone
     other = write_config(tmp_path / "other.yaml", {"models": {"theirs": models}, "metrics": ["nll"]})
     result = run_snakemake(tmp_path, "--configfile", str(other))
     assert result.returncode == 0, result.stderr[-3000:]
     summary = result.stderr[result.stderr.index("calibrepro: finished. Outputs:"):]
-    assert "reports/other/tables/  (3 files)" in summary and "byo" not in summary
+    assert "reports/other/tables/  (5 files)" in summary and "byo" not in summary
     assert sorted(p.name for p in (tmp_path / "reports/byo/tables").iterdir()) == byo_tables
     assert set(pd.read_csv(tmp_path / "results/other/metrics.csv")["dataset"]) == {"theirs"}
 

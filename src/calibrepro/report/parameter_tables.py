@@ -80,7 +80,8 @@ def render_parameters(parameters: Parameters, kind: str, *, language: str = "en"
     return environment("tex").get_template("parameters.tex.j2").render(
         caption=tex_caption(caption), language=language,
         tables=[{"label": f"{prefix}-{re.sub(r'[^A-Za-z0-9-]', '-', method)}",
-                 "title": tex_escape(_tex_title(name, reference, language)), "columns": "ll" + "r" * (len(header) - 2), "header": [tex_escape(h) for h in header],
+                 "title": tex_escape(_tex_title(name, reference, language)),
+                 "columns": "ll" + "r" * (len(header) - 2), "header": [tex_escape(h) for h in header],
                  "rows": [[tex_escape(cell) for cell in row] for row in body]}
                 for method, (name, reference), header, body in found],
     )
