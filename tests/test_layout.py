@@ -19,6 +19,7 @@ def test_a_named_layout_puts_every_path_under_its_folders():
         layout.metrics, layout.convergence_part("d", "m", 0), layout.convergence,
         layout.bootstrap("d", "m", 0, "intervals"), layout.intervals, layout.comparisons,
         layout.size_study_part("d", "m"), layout.size_study, layout.log("split", "d/seed0"), layout.log("metrics"),
+        layout.parameters, layout.probabilities("d", "m", "isotonic", 0), layout.regression_parameters,
     ]
     assert all(path.startswith("results/my/") for path in paths), paths
     reports = [layout.table("ece", "md"), layout.reliability_figure("d", "m", "png"), layout.named_figure("f", "pdf"),

@@ -67,6 +67,16 @@ class Layout:
         """How every calibrator's fit ended, tidy (``calibrepro.report.convergence_file``)."""
         return f"{self.results}/convergence.csv"
 
+    @property
+    def parameters(self) -> str:
+        """Every calibrator's fitted numbers and how its fit ended, tidy (``calibrepro.report.parameters_file``)."""
+        return f"{self.results}/parameters.csv"
+
+    def probabilities(self, dataset: str, model: str, method: str, seed) -> str:
+        """One calibrator's probabilities on the test half (``calibrepro apply``'s file; asked for, or
+        ``report.export_probabilities``)."""
+        return f"{self.results}/probabilities/{dataset}/{model}/{method}/seed{seed}.npz"
+
     # --- results: uncertainty and the calibration-set-size study ---------------------------------
 
     def bootstrap(self, dataset: str, model: str, seed, kind: str) -> str:
@@ -160,6 +170,11 @@ class Layout:
     def regression_metrics(self) -> str:
         """Every regressor's metrics, tidy: ``dataset,model,method,split,metric,value``."""
         return f"{self.results}/regression/metrics.csv"
+
+    @property
+    def regression_parameters(self) -> str:
+        """Every recalibrator's fitted numbers, tidy (``calibrepro.report.parameters_file``)."""
+        return f"{self.results}/regression/parameters.csv"
 
     def regression_table(self, name: str, extension: str) -> str:
         return f"{self.reports}/regression/tables/{name}.{extension}"

@@ -256,6 +256,23 @@ def convergence_paths(wildcards):
     return [LAYOUT.convergence_part(dataset, model, seed) for dataset, model in MODELS + SHIFTED for seed in SEEDS]
 
 
+def fitted_calibrators():
+    """(dataset, model, method, seed, calibrator file) of every fit of the run, in config order (rule parameters)."""
+    return [
+        (dataset, model, method, seed, LAYOUT.calibrator(dataset, model, method, seed))
+        for dataset, model in MODELS
+        for method in METHODS
+        for seed in SEEDS
+    ]
+
+
+def probabilities_paths():
+    """Every calibrator's probabilities on the test half (targets with report.export_probabilities)."""
+    return [
+        LAYOUT.probabilities(dataset, model, method, seed) for dataset, model, method, seed, _ in fitted_calibrators()
+    ]
+
+
 def figure_paths():
     return [LAYOUT.reliability_figure(dataset, model, ext) for dataset, model in MODELS for ext in ("png", "pdf")]
 
@@ -307,11 +324,13 @@ def targets():
 
     The closing summary reports these groups; a new output becomes a target by being added here.
     """
-    groups = {"metrics": [], "convergence": [], "tables": [], "figures": [], "intervals": [], "report": []}
+    groups = {name: [] for name in ("metrics", "convergence", "parameters", "tables", "figures", "intervals")}
+    groups.update(probabilities=[], report=[])
     if MODELS:  # not in a regression-only configuration
         groups["metrics"].append(LAYOUT.metrics)
         groups["convergence"].append(LAYOUT.convergence)
-        groups["tables"] += table_paths()
+        groups["parameters"].append(LAYOUT.parameters)
+        groups["tables"] += table_paths() + [LAYOUT.table("parameters", ext) for ext in ("md", "tex")]
         groups["figures"] += figure_paths() + named_figure_paths()
         groups["report"].append(LAYOUT.reproduction)
     if MODELS and UNCERTAINTY["enabled"]:
@@ -322,10 +341,9 @@ def targets():
         groups["intervals"].append(LAYOUT.size_study)
         groups["tables"].append(LAYOUT.table("size_study", "md"))
         groups["figures"] += dataset_figure_paths("size_study")
-    regression = regression_paths()
-    groups["regression metrics"] = regression[:1]
-    groups["regression reports"] = regression[1:]
-    return groups
+    if MODELS and config["report"]["export_probabilities"]:
+        groups["probabilities"] += probabilities_paths()
+    return {**groups, **regression_groups()}
 
 
 def target_paths():
@@ -401,12 +419,21 @@ def regression_figure_paths():
     ]
 
 
-def regression_paths():
-    """Targets of workflow/rules/regression.smk and regression_report.smk (none without a regression part)."""
+def regression_groups():
+    """Targets of workflow/rules/regression.smk and regression_report.smk by kind (none without a regression part)."""
     if not REGRESSION:
-        return []
+        return {}
     tables = [path for pair in regression_table_outputs().values() for path in pair]
-    return [LAYOUT.regression_metrics, *tables, *regression_figure_paths(), LAYOUT.regression_reproduction]
+    tables += [LAYOUT.regression_table("parameters", ext) for ext in ("md", "tex")]
+    return {
+        "regression metrics": [LAYOUT.regression_metrics],
+        "regression parameters": [LAYOUT.regression_parameters],
+        "regression reports": [*tables, *regression_figure_paths(), LAYOUT.regression_reproduction],
+    }
+
+
+def regression_paths():
+    return [path for paths in regression_groups().values() for path in paths]
 
 
 def check_sources():
@@ -454,6 +481,11 @@ WORKER_IMPORTS = {
         ["table", "reproduction"],
         ("calibrepro.report.tables", "calibrepro.report.reproduction", "calibrepro.steps.reports"),
     ),
+    "parameters": (
+        "calibrepro.report.parameter_tables",
+        "calibrepro.steps.reports",
+        *sorted({module_of(method) for method in METHODS}),
+    ),
     "regression_data": ("calibrepro.regression.data", "calibrepro.regression.steps"),
     "regression_predict": (
         "torch._dynamo",
@@ -468,6 +500,11 @@ WORKER_IMPORTS = {
         "calibrepro.regression.report_steps",
     ),
     "regression_figure": ("calibrepro.regression.figures", "calibrepro.regression.report_steps"),
+    "regression_parameters": (
+        "calibrepro.regression.task",
+        "calibrepro.report.parameter_tables",
+        "calibrepro.regression.report_steps",
+    ),
 }
 
 

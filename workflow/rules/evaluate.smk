@@ -1,4 +1,5 @@
-# Metrics of every calibrator on the test half and how its fit ended, and the tidy tables of all of them.
+# Metrics of every calibrator on the test half and how its fit ended, the tidy tables of all of them, and
+# (when asked for) each calibrator's probabilities on the test half.
 
 from calibrepro.steps import calibration
 
@@ -76,3 +77,30 @@ rule convergence:
         runtime=5,
     run:
         calibration.gather_convergence_step(input, output[0], log=log[0])
+
+
+# One calibrator's probabilities on the test half, the ones its metrics score: `calibrepro apply`'s file,
+# written by that command. Not a target of a run unless report.export_probabilities asks for all of them
+# (ImageNet: 25,000 x 1,000 float64, 200 MB, per model, method and seed); `snakemake <path>` writes one.
+rule probabilities:
+    input:
+        calibrator=LAYOUT.calibrator("{dataset}", "{model}", "{method}", "{seed}"),
+        logits=LAYOUT.logits("{dataset}", "{model}"),
+        split=LAYOUT.split("{dataset}", "{seed}"),
+    output:
+        LAYOUT.probabilities("{dataset}", "{model}", "{method}", "{seed}"),
+    log:
+        LAYOUT.log("probabilities", "{dataset}/{model}/{method}/seed{seed}"),
+    wildcard_constraints:
+        dataset="|".join(map(re.escape, DATASETS)),
+    conda:
+        "../envs/calibrepro.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=15,
+    params:
+        python=PYTHON,
+    shell:
+        "{params.python} -m calibrepro.cli apply {input.calibrator:q} {input.logits:q} --split {input.split:q}"
+        " --half test --method {wildcards.method} -o {output:q} 2>&1 | tee {log:q}"

@@ -1,5 +1,6 @@
 # The regression report (seed 002, second half), from the gathered regression metrics.csv and the
-# evaluations' curves and bootstrap replicates: tables, reliability and per-hour figures, reproduction.
+# evaluations' curves and bootstrap replicates: tables, reliability and per-hour figures, reproduction, and
+# the recalibrators' fitted parameters.
 
 from calibrepro.regression import report_steps as regression_reports
 
@@ -8,6 +9,7 @@ from calibrepro.regression import report_steps as regression_reports
 localrules:
     regression_tables,
     regression_reproduction,
+    regression_parameters,
 
 
 rule regression_tables:
@@ -91,4 +93,32 @@ rule regression_reproduction:
             curves_files=list(input.curves),
             log=log[0],
             **params,
+        )
+
+
+# Every recalibrator's fitted state (std scaling's factor, the isotonic maps' knots), as the curves files
+# record it: results/<name>/regression/parameters.csv and its tables.
+rule regression_parameters:
+    input:
+        regression_curves_paths,
+    output:
+        csv=LAYOUT.regression_parameters,
+        md=report(
+            LAYOUT.regression_table("parameters", "md"),
+            caption="../report/parameters.rst",
+            category="Regression",
+            subcategory="tables",
+        ),
+        tex=LAYOUT.regression_table("parameters", "tex"),
+    log:
+        LAYOUT.log("regression_parameters"),
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    params:
+        language=config["report"]["language"],
+    run:
+        regression_reports.parameters_step(
+            list(input), output.csv, output.md, output.tex, log=log[0], language=params.language
         )

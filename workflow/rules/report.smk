@@ -1,5 +1,6 @@
-# Thesis-style tables, reliability diagrams, the comparison with published values, and the reports of
-# uncertainty.smk's files: mean ranks with critical-difference diagrams, the size study's table and figures.
+# Thesis-style tables, reliability diagrams, the comparison with published values, the reports of
+# uncertainty.smk's files (mean ranks with critical-difference diagrams, the size study's table and figures),
+# and the fitted parameters of every calibrator.
 
 from calibrepro.steps import reports
 
@@ -13,6 +14,7 @@ localrules:
     reproduction,
     ranks,
     size_study_report,
+    parameters,
 
 
 rule table:
@@ -160,3 +162,25 @@ rule size_study_report:
         published_csv=config["report"]["published"],
     run:
         reports.size_study_report_step(input[0], output.md, log=log[0], **params)
+
+
+# Every calibrator's fitted numbers (temperatures, weights, chosen regularisation, ...) and how its fit ended,
+# read from the fitted calibrator files: results/<name>/parameters.csv and its tables.
+rule parameters:
+    input:
+        [path for *_, path in fitted_calibrators()],
+    output:
+        csv=LAYOUT.parameters,
+        md=report(LAYOUT.table("parameters", "md"), caption="../report/parameters.rst", category="Tables"),
+        tex=LAYOUT.table("parameters", "tex"),
+    log:
+        LAYOUT.log("parameters"),
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    params:
+        fits=fitted_calibrators(),
+        language=config["report"]["language"],
+    run:
+        reports.parameters_step(params.fits, output.csv, output.md, output.tex, log=log[0], language=params.language)

@@ -92,3 +92,9 @@ class HistogramBinning(Calibrator):
         self.counts_ = np.asarray(params["counts"], dtype=np.int64).reshape(self.n_classes_, int(self.bins))
         self.positives_ = np.asarray(params["positives"], dtype=np.int64).reshape(self.n_classes_, int(self.bins))
         self._finish()
+
+    def parameters(self) -> dict[str, int]:
+        """``bins``: the K x M bins of the K one-vs-rest histograms; ``empty_bins``: those that received no
+        calibration sample, where the probability is left unchanged (the class docstring)."""
+        self._check_fitted()
+        return {"bins": int(self.counts_.size), "empty_bins": int((self.counts_ == 0).sum())}

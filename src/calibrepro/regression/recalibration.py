@@ -198,6 +198,11 @@ class _KnotsRecalibrator(Recalibrator):
         self.knots_x_ = np.asarray(params["knots_x"], dtype=np.float64)
         self.knots_y_ = np.asarray(params["knots_y"], dtype=np.float64)
 
+    def parameters(self) -> dict[str, int]:
+        """``knots``: the knots of the fitted map T, the anchors (0, 0) and (1, 1) included (:func:`_ecdf_knots`)."""
+        self._check_fitted()
+        return {"knots": int(self.knots_x_.size)}
+
 
 class IsotonicRecalibration(_KnotsRecalibrator):
     """Kuleshov et al. (2018), Algorithm 1: ``G_t(y) = R(F_t(y))`` with R the isotonic fit of the
@@ -301,6 +306,11 @@ class StdScaling(Recalibrator):
 
     def _set_state(self, params):
         self.scale_ = float(params["scale"])
+
+    def parameters(self) -> dict[str, float]:
+        """``scale``: the factor s on every standard deviation (the class docstring; Levi et al. 2019, sec. 4)."""
+        self._check_fitted()
+        return {"scale": self.scale_}
 
 
 def _mean_var(predictive: Predictive) -> tuple[np.ndarray, np.ndarray]:

@@ -1,4 +1,5 @@
-"""The regression task's report: tables, reliability and per-hour figures, the reproduction report.
+"""The regression task's report: tables, reliability and per-hour figures, the reproduction report, the
+recalibrators' fitted parameters.
 
 ``workflow/rules/regression_report.smk`` calls these steps; they read the gathered regression
 ``metrics.csv``, the curves files and the bootstrap replicates of :mod:`.steps`' evaluations.
@@ -48,3 +49,20 @@ def reproduction_step(metrics_csv, replicates_files: Sequence[str], output, *, s
         write_regression_reproduction(metrics_csv, output, sources=dict(sources), language=language,
                                       intervals=intervals, level=level, curves_files=curves_files)
         logger.info("regression reproduction report (%d bootstrap intervals) -> %s", len(intervals), output)
+
+
+@offload
+def parameters_step(curves_files: Sequence[str], csv_output, md_output, tex_output, *, language: str,
+                    log=None) -> None:
+    """The fitted state of every recalibrator of every split, as its curves file records it: the tidy CSV and
+    its tables (:mod:`calibrepro.report.parameter_tables`)."""
+    from calibrepro.regression.task import fitted_recalibrators
+    from calibrepro.report.parameter_tables import write_fitted_parameters
+    from calibrepro.report.parameters_file import fit_rows
+
+    with step_log(log) as logger:
+        fits = [fit for path in curves_files for fit in fitted_recalibrators(path)]
+        rows = write_fitted_parameters((fit_rows(*fit) for fit in fits), csv_output, md_output, tex_output,
+                                       task="regression", language=language)
+        logger.info("%d numbers of %d recalibrators (%s) -> %s, %s, %s", rows, len(fits), language, csv_output,
+                    md_output, tex_output)

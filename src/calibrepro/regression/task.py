@@ -18,7 +18,7 @@ from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from calibrepro.io import write_csv, write_json
+from calibrepro.io import read_json, write_csv, write_json
 from calibrepro.regression.distributions import Predictive, predictive_from_arrays
 from calibrepro.regression.metrics import LEVELS, REGRESSION_METRICS, SampleTerms, accuracy_curve, sample_terms
 from calibrepro.regression.predictions import load_predictions
@@ -111,6 +111,18 @@ class RegressionTask(Task):
 
     def write_replicates(self, path, cell: tuple, replicates: Mapping[tuple[str, str], np.ndarray]) -> None:
         save_replicates(path, cell, replicates)
+
+
+def fitted_recalibrators(path) -> list[tuple]:
+    """The recalibrators a curves file (:meth:`RegressionTask.write_reliability`) records, rebuilt:
+    ``(dataset, model, method, split, recalibrator)`` in the file's method order."""
+    curves = read_json(path)
+    try:
+        return [(curves["dataset"], curves["model"], method, int(curves["split"]),
+                 recalibrator_from_json(curves["methods"][method]["recalibrator"])) for method in curves["order"]]
+    except (KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"{path}: not a curves file of the regression evaluation ({type(error).__name__}: {error}); "
+                         "delete it and run the workflow again") from None
 
 
 def _finite(value) -> float | None:

@@ -128,6 +128,9 @@ _TEX_SPECIAL = {
     "±": r"$\pm$",
     "‡": r"$^\ddagger$",
     "§": r"$^\S$",
+    "λ": r"$\lambda$",
+    "μ": r"$\mu$",
+    "·": r"$\cdot$",
 }
 
 
@@ -332,16 +335,20 @@ def _markdown(metric: str, language: str, caption: str, names: list[str], body: 
         caption = f"{_TABLE_WORD[language]} {spec.thesis_table}: {caption}"
     header = list(ROW_HEADERS[language]) + names
     body = [[md_escape(r[0]), md_escape(r[1])] + r[2:] for r in body]
-    widths = [max(len(line[i]) for line in [header] + body) for i in range(len(header))]
-    widths = [max(w, 3) for w in widths]
-    numeric = [False, False] + [True] * len(names)
+    return md_table(md_caption(caption), header, body, numeric=[False, False] + [True] * len(names))
+
+
+def md_table(caption: str, header: list[str], body: list[list[str]], *, numeric: list[bool]) -> str:
+    """A GitHub Markdown table under ``caption``, its columns padded to one width: the ``numeric`` ones
+    right-aligned, the others left-aligned (cells already escaped)."""
+    widths = [max(3, *(len(line[i]) for line in [header] + body)) for i in range(len(header))]
 
     def pad(line):
         return [c.rjust(w) if num else c.ljust(w) for c, w, num in zip(line, widths, numeric)]
 
     rule = [(("-" * (w + 1)) + ":") if num else (":" + "-" * (w + 1)) for w, num in zip(widths, numeric)]
     return environment("md").get_template("table.md.j2").render(
-        caption=md_caption(caption), header=pad(header), rule=rule, rows=[pad(r) for r in body]
+        caption=caption, header=pad(header), rule=rule, rows=[pad(r) for r in body]
     )
 
 

@@ -1,14 +1,14 @@
 """The classification report: thesis-style tables, reliability diagrams, the reproduction report,
-mean ranks with critical-difference diagrams, and the size study's table and figures.
+mean ranks with critical-difference diagrams, the size study's table and figures, and the fitted parameters.
 
 ``workflow/rules/report.smk`` calls these steps; each reads gathered files (``metrics.csv``, the
-convergence records, the uncertainty files, one model's reliability bins) and draws through
-:mod:`calibrepro.report`.
+convergence records, the uncertainty files, one model's reliability bins; the fitted calibrators for the
+parameters) and draws through :mod:`calibrepro.report`.
 """
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from calibrepro.steps.run import step_log
 from calibrepro.workers import offload
@@ -94,3 +94,22 @@ def size_study_report_step(study_csv, md_output, *, metric: str, figures: Mappin
         write_size_study_report(study_csv, metric, md_output, dict(figures), language=language,
                                 published_csv=published_csv)
         logger.info("size study of %s -> %s and %d figure(s)", metric, md_output, len(figures))
+
+
+@offload
+def parameters_step(fits: Sequence[tuple[str, str, str, int, str]], csv_output, md_output, tex_output, *,
+                    language: str, log=None) -> None:
+    """The fitted parameters of every calibrator, ``(dataset, model, method, seed, calibrator file)`` in the run's
+    order: the tidy CSV and its tables (:mod:`calibrepro.report.parameter_tables`)."""
+    from calibrepro.report.parameter_tables import write_fitted_parameters
+    from calibrepro.report.parameters_file import fit_rows
+    from calibrepro.steps.calibration import load_calibrator
+
+    with step_log(log) as logger:
+        rows = write_fitted_parameters(
+            (fit_rows(dataset, model, method, seed, load_calibrator(path, method))
+             for dataset, model, method, seed, path in fits),
+            csv_output, md_output, tex_output, task="classification", language=language,
+        )
+        logger.info("%d numbers of %d fits (%s) -> %s, %s, %s", rows, len(fits), language, csv_output, md_output,
+                    tex_output)
