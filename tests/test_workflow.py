@@ -30,7 +30,7 @@ DEMO_METHODS = METHODS + ["dirichlet_l2", "dirichlet_odir", "matrix_scaling_odir
 
 
 def readme_demo():
-    """tools/readme_demo.py, the generator and checker of the README's quotes of the demo's output."""
+    """tools/readme_demo.py, the generator and checker of the documents' quotes of the demo's output."""
     spec = importlib.util.spec_from_file_location("readme_demo", ROOT / "tools" / "readme_demo.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -140,8 +140,8 @@ def test_demo_runs_end_to_end_and_reruns_byte_identical(tmp_path):
             == intervals.loc[intervals["interval"] == "percentile", "estimate"]).all()
 
     # every number README.md quotes as the demo's output is this run's, at the printed digit
-    stale = readme_demo().check(ROOT / "README.md", tmp_path)
-    assert not stale, f"README.md's demo blocks {stale} are stale: `make demo`, then `python tools/readme_demo.py`"
+    stale = readme_demo().check(tmp_path)
+    assert not stale, f"the documents' demo blocks {stale} are stale: `make demo`, then `python tools/readme_demo.py`"
 
     # asked for, a calibrator's test-half probabilities: exactly those the metrics of metrics.csv scored
     asked = [f"results/demo/probabilities/digits/mlp_overconfident/{method}/seed0.npz"

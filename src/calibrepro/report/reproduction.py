@@ -242,7 +242,7 @@ def render_reproduction(
     metrics: Metrics,
     published: pd.DataFrame,
     *,
-    metrics_label: str = "results/metrics.csv",
+    metrics_label: str = "results/<name>/metrics.csv",
     published_label: str | None = None,
     language: str = "en",
     seed: int = 0,

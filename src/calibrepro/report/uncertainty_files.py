@@ -1,4 +1,4 @@
-"""``results/intervals.csv`` and ``results/comparisons.csv``: written, gathered and read here.
+"""``results/<name>/intervals.csv`` and ``results/<name>/comparisons.csv``: written, gathered and read here.
 
 Both are tidy: one row per dataset/model/method/seed/metric. The report uses them for interval
 cells and tie marks in the tables and for the "inside our interval" column of the reproduction
