@@ -11,6 +11,12 @@ rule all:
         target_paths(),
 
 
+# Only the regression part of a configuration: `snakemake regression --cores 2 --configfile <config>` (the target before --configfile).
+rule regression:
+    input:
+        regression_paths(),
+
+
 include: "workflow/rules/download.smk"
 include: "workflow/rules/logits.smk"
 include: "workflow/rules/calibrate.smk"
@@ -19,3 +25,4 @@ include: "workflow/rules/shift.smk"
 include: "workflow/rules/uncertainty.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/regression.smk"
+include: "workflow/rules/regression_report.smk"

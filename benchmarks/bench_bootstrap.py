@@ -16,7 +16,7 @@ logits of ``bench_pipeline.py`` (the 32 models: N = 10,000 / 50,000, so test hal
 timed; cached in DIR), then times (a) ``snakemake --cores N`` making ``intervals.csv`` and
 ``comparisons.csv`` (the 32 ``bootstrap`` jobs: each reads its logits and split, loads the six fitted
 calibrators, predicts, resamples, intervals and paired differences; Snakemake's start included) and
-(b) the same 32 ``pipeline.bootstrap_step`` calls in ``--jobs`` worker processes, with their CPU
+(b) the same 32 ``steps.uncertainty.bootstrap_step`` calls in ``--jobs`` worker processes, with their CPU
 seconds (user + system, which a loaded machine does not inflate).
 
 Size study: ``--size-study DIR`` also times ``size_study_step`` on the demo's cached logits and split
@@ -128,7 +128,7 @@ def time_intervals(args) -> None:
 
 def _timed_step(kwargs: dict) -> tuple[int, float, float]:
     """Run one ``bootstrap_step``; return its K, wall seconds and CPU seconds (this process)."""
-    from calibrepro.pipeline import bootstrap_step
+    from calibrepro.steps.uncertainty import bootstrap_step
 
     k = kwargs.pop("k")
     start, cpu = time.perf_counter(), time.process_time()
@@ -209,7 +209,7 @@ def time_appendix(args) -> None:
 
 
 def time_size_study(workdir: Path) -> None:
-    from calibrepro.pipeline import size_study_step
+    from calibrepro.steps.uncertainty import size_study_step
 
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     study = config["size_study"]

@@ -60,6 +60,9 @@ from threadpoolctl import threadpool_limits
 
 from calibrepro import bootstrap as B
 from calibrepro import metrics as M
+from calibrepro.metrics import smooth
+from calibrepro.metrics.bins import bin_index
+from calibrepro.metrics.scores import NLL_EPS
 from calibrepro.regression import metrics as RM
 from calibrepro.regression.distributions import Gaussian
 from calibrepro.regression.uncertainty import resample_weights
@@ -123,13 +126,13 @@ def population(k: int, tau: float, size: int, seed: int, chunk: int = 100_000) -
         q_top.append(qp)
         acc += qp.sum()
         brier += np.sum(np.sum(p * p, axis=1) - 2 * np.sum(p * q, axis=1) + 1)
-        nll += np.sum(-np.sum(q * np.log(np.clip(p, M.NLL_EPS, 1 - M.NLL_EPS)), axis=1))
-        b = M.bin_index(p.ravel(), BINS).reshape(p.shape) + (np.arange(k) * BINS)[None, :]
+        nll += np.sum(-np.sum(q * np.log(np.clip(p, NLL_EPS, 1 - NLL_EPS)), axis=1))
+        b = bin_index(p.ravel(), BINS).reshape(p.shape) + (np.arange(k) * BINS)[None, :]
         class_p += np.bincount(b.ravel(), weights=p.ravel(), minlength=k * BINS).reshape(k, BINS)
         class_q += np.bincount(b.ravel(), weights=q.ravel(), minlength=k * BINS).reshape(k, BINS)
     conf, qp = np.concatenate(confs), np.concatenate(q_top)
     out = {"accuracy": acc / size, "brier": brier / size, "nll": nll / size}
-    b = M.bin_index(conf, BINS)
+    b = bin_index(conf, BINS)
     counts = np.bincount(b, minlength=BINS)
     gaps = np.bincount(b, weights=qp - conf, minlength=BINS)
     for name, kind in (("ece", "ece"), ("mce", "mce"), ("ece_l2", "l2")):
@@ -142,8 +145,8 @@ def population(k: int, tau: float, size: int, seed: int, chunk: int = 100_000) -
     out["mce_equal_mass"] = _binned(mass_gaps, mass_counts, size, "mce")
     out["ece_l2_debiased"] = _binned(mass_gaps, mass_counts, size, "l2")  # its target: the binned l2 error
     out["classwise_ece"] = float(np.sum(np.abs(class_q - class_p)) / size / k)
-    sigma = M.smooth_ece_bandwidth(conf, qp)
-    out["smooth_ece"] = M.smooth_ece_at(conf, qp, sigma)
+    sigma = smooth.smooth_ece_bandwidth(conf, qp)
+    out["smooth_ece"] = smooth.smooth_ece_at(conf, qp, sigma)
     return out
 
 

@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 from scipy.special import softmax
 
-from calibrepro import pipeline, workers
+from calibrepro import workers
+from calibrepro.steps.reports import figure_step
 from calibrepro.reliability import read_reliability, reliability_bins, write_reliability
 from calibrepro.report.figures import PDF_METADATA, PNG_METADATA, build_reliability_figure, write_reliability_figure
 from calibrepro.report.labels import METHOD_ORDER
@@ -76,7 +77,7 @@ def main() -> None:
             workers.configure(args.jobs, ["calibrepro.report.figures"])
             start = time.perf_counter()
             with ThreadPoolExecutor(args.jobs) as jobs:  # Snakemake's job threads
-                list(jobs.map(lambda i: pipeline.figure_step(
+                list(jobs.map(lambda i: figure_step(
                     sources[i], tmp / f"w{i}.png", tmp / f"w{i}.pdf", language="en", intervals=level), range(len(sources))))
             parallel = time.perf_counter() - start
             workers.configure(0)

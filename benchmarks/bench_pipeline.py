@@ -94,7 +94,8 @@ def snakemake(workdir: Path, config: Path, cores: int, flags: list[str], *target
 
 def clear_after_logits(workdir: Path) -> None:
     """Delete everything the workflow made after the logits (and Snakemake's records of it)."""
-    for name in ("splits", "calibrators", "evaluations", "reliability", "metrics.csv", "logs"):
+    for name in ("splits", "calibrators", "evaluations", "convergence", "reliability", "metrics.csv", "convergence.csv",
+                 "logs"):
         path = workdir / LAYOUT.results / name
         shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     shutil.rmtree(workdir / LAYOUT.reports, ignore_errors=True)

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 import yaml
 
+from calibrepro.determinism import torch_threads
 from calibrepro.training import data, trainer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,7 +90,7 @@ def main() -> None:
                     rates[key] = throughput(batch, options, device)
                     network, _ = trainer.train(parts(dataset, 64), {**options, "epochs": 1, "dropout": 0.5}
                                                if not options["network"].startswith("bayes") else {**options, "epochs": 1}, device)  # fmt: skip
-                    with trainer.torch_threads(threads):
+                    with torch_threads(threads):
                         plain = pass_ms(network, batch.x_eval, device, dropout=False)
                         mc = pass_ms(network, batch.x_eval, device, dropout=True)
                     where = f"{device_type} ({threads} thread{'s' if threads > 1 else ''})" if device_type == "cpu" else device_type

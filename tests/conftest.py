@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import calibrepro  # noqa: F401  before any test module loads NumPy: the tests compute on the pinned kernels
 from servers import FileServer
 
 

@@ -1,4 +1,4 @@
-"""Bootstrap intervals: fast resampling equals brute force, coverage, paired differences, the pipeline step."""
+"""Bootstrap intervals: fast resampling equals brute force, coverage, paired differences, the bootstrap step."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from threadpoolctl import threadpool_limits
 
 from calibrepro import bootstrap as B
 from calibrepro import metrics as M
+from calibrepro.metrics import binned, scores, smooth
+from calibrepro.metrics.bins import bin_index, top_label
 from calibrepro import resampling as R
 
 
@@ -33,12 +35,12 @@ def test_fast_replicates_equal_brute_force_recomputation(n, k):
     names = list(M.METRICS)
     counts = B.resample_counts(n, 6, seed=1)
     fast = R.Resampling(probs, labels, names, bins=15).replicates(counts)
-    bandwidth = M.smooth_ece_bandwidth(*M.top_label(probs, labels))  # the resamples keep the estimate's
+    bandwidth = smooth.smooth_ece_bandwidth(*top_label(probs, labels))  # the resamples keep the estimate's
     for r in range(counts.shape[0]):
         index = np.repeat(np.arange(n), counts[r])  # the resample as a multiset, samples in order
         brute = M.compute_metrics(probs[index], labels[index], [m for m in names if m != "smooth_ece"], bins=15)
-        conf, correct = M.top_label(probs[index], labels[index])
-        brute["smooth_ece"] = M.smooth_ece_at(conf, correct, bandwidth)  # fixed bandwidth
+        conf, correct = top_label(probs[index], labels[index])
+        brute["smooth_ece"] = smooth.smooth_ece_at(conf, correct, bandwidth)  # fixed bandwidth
         for name in names:
             assert fast[name][r] == pytest.approx(brute[name], abs=1e-12, rel=1e-12), name
 
@@ -108,7 +110,7 @@ def test_paired_difference_of_a_method_with_itself_is_exactly_zero():
     other = softmax(np.log(probs) * 0.7, axis=1)
     counts = B.resample_counts(500, 200, seed=5)
     reps = B.bootstrap_replicates([("a", probs), ("b", other)], labels, ["ece", "nll"], counts)
-    estimates = {"a": M.ece(probs, labels), "b": M.ece(other, labels)}
+    estimates = {"a": binned.ece(probs, labels), "b": binned.ece(other, labels)}
     paired = B.paired_differences({m: reps[m]["ece"] for m in reps}, estimates, "a", 0.95)
     assert paired["a"] == (0.0, 0.0, 0.0)
     difference, low, high = paired["b"]
@@ -138,7 +140,7 @@ def test_percentile_intervals_cover_the_truth_at_the_nominal_rate():
         "brier": np.mean(np.sum(probs**2, axis=1) - 2 * np.sum(probs * truth, axis=1) + 1),
         "nll": np.mean(-np.sum(truth * np.log(probs), axis=1)),
         # population ECE: per bin |E[correct] - E[conf]| weighted by the bin's share of the pool
-        "ece": np.abs(np.bincount(M.bin_index(conf, 15), weights=p_correct - conf, minlength=15)).sum() / pool,
+        "ece": np.abs(np.bincount(bin_index(conf, 15), weights=p_correct - conf, minlength=15)).sum() / pool,
     }
     names = list(true_values)
     covered = {name: 0 for name in names}
@@ -159,7 +161,8 @@ def test_percentile_intervals_cover_the_truth_at_the_nominal_rate():
 def test_bootstrap_step_estimates_equal_the_metrics_file(tmp_path):
     from calibrepro.calibrators import make_calibrator
     from calibrepro.io import write_json
-    from calibrepro.pipeline import bootstrap_step, evaluate_step
+    from calibrepro.steps.calibration import evaluate_step
+    from calibrepro.steps.uncertainty import bootstrap_step
     from calibrepro.splits import make_split, save_split
 
     rng = np.random.default_rng(0)
@@ -221,8 +224,8 @@ def test_bootstrap_step_estimates_equal_the_metrics_file(tmp_path):
 def test_a_registered_mean_of_terms_metric_is_resampled_and_has_a_direction(monkeypatch):
     """Another task's metric needs only its spec: the bootstrap and the tables' direction read it."""
     squared_margin = M.Metric(
-        "root_mean_square_confidence", lambda p, y, bins=15: float(np.sqrt(np.mean(M.top_label(p, y)[0] ** 2))),
-        True, M.MeanOfTerms(lambda p, y: M.top_label(p, y)[0] ** 2, finish=np.sqrt),
+        "root_mean_square_confidence", lambda p, y, bins=15: float(np.sqrt(np.mean(top_label(p, y)[0] ** 2))),
+        True, M.MeanOfTerms(lambda p, y: top_label(p, y)[0] ** 2, finish=np.sqrt),
     )
     monkeypatch.setitem(M._REGISTERED, squared_margin.name, squared_margin)
     probs, labels = synthetic(200, 4, seed=3)
@@ -236,7 +239,7 @@ def test_a_registered_mean_of_terms_metric_is_resampled_and_has_a_direction(monk
 
     assert metric_spec(squared_margin.name).higher_is_better and metric_spec("accuracy").higher_is_better
     with pytest.raises(ValueError, match="already registered"):
-        M.register(M.Metric("ece", M.ece))
+        M.register(M.Metric("ece", binned.ece))
 
 
 SKEWED = np.arange(101) ** 2 / 100.0  # quantiles by linear interpolation: 2.5 % -> 0.065, 50 % -> 25, 97.5 % -> 95.065
@@ -307,4 +310,4 @@ def test_grouped_jackknife_leaves_out_each_group_once():
     values = B.jackknife_values(probs, labels, ["accuracy", "ece"], groups=10)
     member = np.arange(103) % 10
     assert values["ece"].shape == (10,)
-    assert values["accuracy"][3] == M.accuracy(probs[member != 3], labels[member != 3])
+    assert values["accuracy"][3] == scores.accuracy(probs[member != 3], labels[member != 3])

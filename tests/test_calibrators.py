@@ -15,7 +15,8 @@ from sklearn.isotonic import IsotonicRegression
 from calibrepro import calibrators as C
 from calibrepro.calibrators import CALIBRATORS, calibrator_from_json, make_calibrator, softmax
 from calibrepro.calibrators import isotonic as isotonic_module
-from calibrepro.metrics import bin_index, nll
+from calibrepro.metrics.bins import bin_index
+from calibrepro.metrics.scores import nll
 from servers import REALDATA as SHARED_REALDATA
 from workflow_helpers import overconfident
 

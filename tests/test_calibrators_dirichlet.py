@@ -20,7 +20,7 @@ from calibrepro.calibrators import (
 from calibrepro.calibrators.dirichlet import CalibrationCostError, log_softmax64
 from calibrepro.calibrators.ensemble_scaling import simplex_least_squares
 from calibrepro.io import save_logits
-from calibrepro.pipeline import fit_step, split_step
+from calibrepro.steps.calibration import fit_step, split_step
 
 NEW = ["dirichlet_l2", "dirichlet_odir", "matrix_scaling_odir", "ensemble_temperature_scaling"]
 SMALL_GRID = {"lambdas": [0.01, 1.0], "mus": [0.01, 1.0], "folds": 3, "device": "cpu"}
@@ -214,7 +214,7 @@ def test_cpu_budget_refuses_hours_not_an_imagenet_model(method):
 def test_cost_model_expects_the_early_stop_and_sizes_jobs_for_the_full_search():
     """The plan and the budget count the 3 strongest lambdas' fits and one of mu's extension; a Slurm job's
     runtime every grid point and the whole extension (11 lambdas, 2 mus, 4 values beyond each end)."""
-    from calibrepro.pipeline import expected_fit_seconds
+    from calibrepro.calibrators.cost import expected_fit_seconds
 
     odir, l2 = make_calibrator("dirichlet_odir"), make_calibrator("dirichlet_l2")
     assert (odir.expected_fits(), odir.planned_fits()) == (1 + 5 * (3 * 2 + 1), 1 + 5 * (11 * 2 + 4 * (2 + 1)))
@@ -464,7 +464,8 @@ def test_torch_backend_matches_numpy():
 
 def test_a_fit_that_did_not_converge_is_marked_in_the_tables(tmp_path):
     """fit_step -> evaluate_step -> table: the non-converged fit's cell carries the mark (issue 18)."""
-    from calibrepro.pipeline import evaluate_step, table_step
+    from calibrepro.steps.calibration import evaluate_step
+    from calibrepro.steps.reports import table_step
 
     z, y = overconfident(400, 5, seed=19)
     save_logits(tmp_path / "a.npz", z, y)
@@ -473,9 +474,12 @@ def test_a_fit_that_did_not_converge_is_marked_in_the_tables(tmp_path):
     options = {"dirichlet_odir": {"lambdas": [0.01], "mus": [0.01], "device": "cpu", "max_iter": 1}}
     fit_step(tmp_path / "a.npz", tmp_path / "split.npz", fits, bins=15, options=options)
     evaluate_step(tmp_path / "a.npz", tmp_path / "split.npz", tmp_path / "eval.csv", tmp_path / "rel.json",
-                  calibrators=fits, metrics=["ece", "nll"], bins=15, dataset="d", model="m", seed=0)
-    assert "dirichlet_odir,0,fit_not_converged,1.0" in (tmp_path / "eval.csv").read_text()
-    table_step(tmp_path / "eval.csv", "nll", tmp_path / "t.md", tmp_path / "t.tex", language="en", bins=15)
+                  calibrators=fits, metrics=["ece", "nll"], bins=15, dataset="d", model="m", seed=0,
+                  convergence_output=tmp_path / "fits.csv")
+    assert "fit_not_converged" not in (tmp_path / "eval.csv").read_text()  # metrics only
+    assert "d,m,dirichlet_odir,0,0,1,0.01,0.01," in (tmp_path / "fits.csv").read_text()  # one Newton iteration
+    table_step(tmp_path / "eval.csv", "nll", tmp_path / "t.md", tmp_path / "t.tex", language="en", bins=15,
+               convergence_csv=tmp_path / "fits.csv")
     row = [c.strip() for c in (tmp_path / "t.md").read_text().splitlines()[-1].strip("|").split("|")]
     assert row[2:] and not row[2].endswith("‡") and row[3].endswith("‡"), row
 

@@ -35,7 +35,7 @@ def test_defaults_are_filled_in():
     # a config that does not mention `uncertainty` gets the bootstrap, and its tables mark ties
     assert config["report"] == {"language": "en", "published": None, "figures": {}, "mark_ties": True,
                                 "cells": "mean_sd", "reliability_counts": True,
-                                "reliability_intervals": False}
+                                "reliability_intervals": False, "export_probabilities": False}
     assert config["uncertainty"]["enabled"] is True and config["uncertainty"]["interval"] == "auto"
     off = validate_config({**minimal(), "uncertainty": {"enabled": False}}, SCHEMA)
     assert off["report"]["mark_ties"] is False

@@ -141,6 +141,28 @@ def test_mirror_rewrites_the_url_but_keeps_the_checksum(file_server, tmp_path):
     assert not (tmp_path / "v").exists()
 
 
+def test_a_mirror_to_a_local_folder_copies_the_file_and_checks_its_pin(tmp_path, monkeypatch):
+    """Air-gapped: a replacement without a scheme is a folder; the copy is verified like a download."""
+    folder = tmp_path / "copies"
+    folder.mkdir()
+    (folder / "communities.data").write_bytes(PAYLOAD)
+    (folder / "other.data").write_bytes(b"not the pinned bytes")
+    monkeypatch.chdir(tmp_path)  # a relative folder is taken from the working directory
+    mirrors = {"https://archive.invalid/communities/": "copies/"}
+    assert rewrite_url("https://archive.invalid/communities/a b.data", mirrors) == (folder / "a b.data").as_uri()
+    pin = Download("https://archive.invalid/communities/communities.data", f"sha256:{sha256_hex(PAYLOAD)}", "c")
+    fetch(pin, tmp_path / "out" / "c", mirrors=mirrors, backoff=0, progress=False)
+    assert (tmp_path / "out" / "c").read_bytes() == PAYLOAD
+    bad = Download("https://archive.invalid/communities/other.data", f"sha256:{sha256_hex(PAYLOAD)}", "o")
+    with pytest.raises(ChecksumError, match="mirror of https://archive.invalid/communities/other.data"):
+        fetch(bad, tmp_path / "out" / "o", mirrors=mirrors, backoff=0, progress=False)
+    missing = Download("https://archive.invalid/communities/gone.data", f"sha256:{sha256_hex(PAYLOAD)}", "g")
+    with pytest.raises(DownloadError, match=f"{folder / 'gone.data'}: no such file, the local copy of "
+                                            "https://archive.invalid/communities/gone.data"):
+        fetch(missing, tmp_path / "out" / "g", mirrors=mirrors, retries=3, backoff=60, progress=False)  # no retries
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["c"]
+
+
 def test_rewrite_url_longest_prefix_wins():
     mirrors = {"https://github.com/": "http://m/gh/", "https://github.com/chenyaofo/": "http://m/cy/"}
     assert rewrite_url("https://github.com/chenyaofo/x.pt", mirrors) == "http://m/cy/x.pt"

@@ -58,13 +58,14 @@ def test_a_killed_run_leaves_a_stale_lock_that_the_tool_names_and_removes_safely
     command = snakemake_command(tmp_path, "results/c/metrics.csv", "--configfile", str(config), cores=1)
     for _ in range(5):  # kill Snakemake (and its jobs) while it holds the lock
         run = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        while run.poll() is None and not (locks.is_dir() and any(locks.iterdir())):
+        # Snakemake writes its input lock first, then its output lock: only the latter stops a second run
+        while run.poll() is None and not (locks.is_dir() and any(locks.glob("*.output.lock"))):
             time.sleep(0.01)
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)
             run.wait()
             break
-    assert any(locks.glob("*.lock")), "Snakemake finished before it could be killed"
+    assert any(locks.glob("*.output.lock")), "Snakemake finished before it could be killed"
 
     again = run_snakemake(tmp_path, "--configfile", str(config))
     assert again.returncode != 0 and "cannot be locked" in again.stderr  # what the user would meet

@@ -5,7 +5,16 @@ import json
 import numpy as np
 import pytest
 
-from calibrepro.io import LogitsFileError, atomic_path, load_logits, save_logits, validate_logits, write_json
+from calibrepro.io import (
+    LogitsFileError,
+    NonFiniteValueError,
+    atomic_path,
+    load_logits,
+    save_logits,
+    validate_logits,
+    write_csv,
+    write_json,
+)
 
 
 def test_atomic_path_leaves_nothing_when_the_block_fails(tmp_path):
@@ -36,6 +45,24 @@ def test_write_json_is_byte_stable(tmp_path):
     write_json(tmp_path / "b.json", {"a": [0.1, 2], "b": 1.0})
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
     assert json.loads((tmp_path / "a.json").read_text()) == {"a": [0.1, 2], "b": 1.0}
+
+
+@pytest.mark.parametrize("bad", [float("nan"), np.inf, np.float64(-np.inf)])
+def test_json_and_csv_writers_refuse_nan_and_infinity_naming_the_file_and_the_key(tmp_path, bad):
+    path = tmp_path / "curves.json"
+    path.write_text("old")
+    with pytest.raises(NonFiniteValueError) as error:
+        write_json(path, {"methods": {"isotonic": {"rmse": [0.5, bad]}}, "levels": [0.0]})
+    assert f"{path}: refusing to write a NaN or infinite value at methods.isotonic.rmse[1]" in str(error.value)
+    assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["curves.json"]  # nothing written
+    table = tmp_path / "metrics.csv"
+    with pytest.raises(NonFiniteValueError) as error:
+        write_csv(table, ("dataset", "metric", "value"), [("wine", "msce", 0.1), ("wine", "rmse", bad)])
+    assert f"{table}: refusing to write {float(bad)!r} in column 'value' of line 3 (dataset=wine, metric=rmse" in str(
+        error.value)
+    assert not table.exists()
+    write_csv(table, ("dataset", "metric", "value"), [("wine", "msce", np.float64(0.1))])
+    assert table.read_text() == "dataset,metric,value\nwine,msce,0.1\n"
 
 
 def test_round_trip_keeps_arrays_and_metadata(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 
 from calibrepro.config import ConfigError, run_name
 from calibrepro.layout import Layout
-from calibrepro.pipeline import remove_stale_outputs
+from calibrepro.steps.run import remove_stale_outputs
 
 
 def test_a_named_layout_puts_every_path_under_its_folders():
@@ -16,8 +16,10 @@ def test_a_named_layout_puts_every_path_under_its_folders():
     paths = [
         layout.logits("d", "m"), layout.logits_request("d", "m"), layout.split("d", 0),
         layout.calibrator("d", "m", "isotonic", 0), layout.evaluation("d", "m", 0), layout.reliability("d", "m", 0),
-        layout.metrics, layout.bootstrap("d", "m", 0, "intervals"), layout.intervals, layout.comparisons,
+        layout.metrics, layout.convergence_part("d", "m", 0), layout.convergence,
+        layout.bootstrap("d", "m", 0, "intervals"), layout.intervals, layout.comparisons,
         layout.size_study_part("d", "m"), layout.size_study, layout.log("split", "d/seed0"), layout.log("metrics"),
+        layout.parameters, layout.probabilities("d", "m", "isotonic", 0), layout.regression_parameters,
     ]
     assert all(path.startswith("results/my/") for path in paths), paths
     reports = [layout.table("ece", "md"), layout.reliability_figure("d", "m", "png"), layout.named_figure("f", "pdf"),

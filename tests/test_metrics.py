@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import brier_score_loss, log_loss
 
-from calibrepro import metrics as M
-from calibrepro.metrics import METRICS, bin_index, compute_metrics
+from calibrepro.metrics import METRICS, binned, compute_metrics, scores, smooth
+from calibrepro.metrics.bins import bin_index, top_label
 from calibrepro.reliability import reliability_bins
 
 # Four binary samples used by several hand computations (M = 5 bins of width 0.2):
@@ -63,34 +63,34 @@ def test_bin_index_float32_input_uses_exact_edges():
 # ------------------------------------------------------------------------------------ hand-computed cases
 def test_accuracy_ties_go_to_lowest_index():
     probs = np.array([[0.5, 0.5, 0.0], [0.2, 0.4, 0.4], [0.1, 0.2, 0.7]])
-    assert M.accuracy(probs, [0, 1, 2]) == 1.0
-    assert M.accuracy(probs, [1, 2, 2]) == pytest.approx(1 / 3)
+    assert scores.accuracy(probs, [0, 1, 2]) == 1.0
+    assert scores.accuracy(probs, [1, 2, 2]) == pytest.approx(1 / 3)
 
 
 def test_brier_hand_computed():
     probs = np.array([[0.7, 0.2, 0.1], [0.1, 0.1, 0.8]])
     # (0.3^2 + 0.2^2 + 0.1^2 = 0.14) and (0.1^2 + 0.9^2 + 0.8^2 = 1.46): mean 0.8
-    assert M.brier(probs, [0, 1]) == pytest.approx(0.8, abs=1e-15)
-    assert M.brier(np.eye(3), [0, 1, 2]) == 0.0
-    assert M.brier(np.eye(3), [1, 2, 0]) == 2.0
+    assert scores.brier(probs, [0, 1]) == pytest.approx(0.8, abs=1e-15)
+    assert scores.brier(np.eye(3), [0, 1, 2]) == 0.0
+    assert scores.brier(np.eye(3), [1, 2, 0]) == 2.0
 
 
 def test_nll_hand_computed_with_exact_zeros():
     probs = np.array([[1.0, 0.0], [0.0, 1.0]])
     # row 1: clipped to [1-1e-15, 1e-15] (sum 1); row 2: true class clipped to 1e-15
     expected = (-math.log((1 - 1e-15) / ((1 - 1e-15) + 1e-15)) - math.log(1e-15 / (1e-15 + (1 - 1e-15)))) / 2
-    assert M.nll(probs, [0, 0]) == pytest.approx(expected, rel=1e-12)
-    assert np.isfinite(M.nll(probs, [1, 0]))
-    assert M.nll([[0.25, 0.75]], [1]) == pytest.approx(-math.log(0.75), rel=1e-15)
+    assert scores.nll(probs, [0, 0]) == pytest.approx(expected, rel=1e-12)
+    assert np.isfinite(scores.nll(probs, [1, 0]))
+    assert scores.nll([[0.25, 0.75]], [1]) == pytest.approx(-math.log(0.75), rel=1e-15)
 
 
 def test_ece_mce_l2_hand_computed():
     # bins (M=5): 0.9 and 1.0 -> (0.8, 1]: conf 0.95, acc 1; 0.8 -> (0.6, 0.8]: conf 0.8, acc 0;
     # 0.6 -> (0.4, 0.6]: conf 0.6, acc 1
-    assert M.ece(PROBS4, LABELS4, bins=5) == pytest.approx(0.5 * 0.05 + 0.25 * 0.8 + 0.25 * 0.4, abs=1e-15)
-    assert M.mce(PROBS4, LABELS4, bins=5) == pytest.approx(0.8, abs=1e-15)
+    assert binned.ece(PROBS4, LABELS4, bins=5) == pytest.approx(0.5 * 0.05 + 0.25 * 0.8 + 0.25 * 0.4, abs=1e-15)
+    assert binned.mce(PROBS4, LABELS4, bins=5) == pytest.approx(0.8, abs=1e-15)
     l2 = math.sqrt(0.5 * 0.05**2 + 0.25 * 0.8**2 + 0.25 * 0.4**2)
-    assert M.ece_l2(PROBS4, LABELS4, bins=5) == pytest.approx(l2, abs=1e-15)
+    assert binned.ece_l2(PROBS4, LABELS4, bins=5) == pytest.approx(l2, abs=1e-15)
 
 
 def test_ece_confidence_exactly_on_edge_goes_left():
@@ -104,10 +104,10 @@ def test_ece_confidence_exactly_on_edge_goes_left():
 
 def test_equal_mass_hand_computed():
     # sorted confidences 0.6(ok) 0.8(wrong) | 0.9(ok) 1.0(ok): gaps |0.5-0.7| and |1-0.95|
-    assert M.ece_equal_mass(PROBS4, LABELS4, bins=2) == pytest.approx(0.5 * 0.2 + 0.5 * 0.05, abs=1e-15)
-    assert M.mce_equal_mass(PROBS4, LABELS4, bins=2) == pytest.approx(0.2, abs=1e-15)
+    assert binned.ece_equal_mass(PROBS4, LABELS4, bins=2) == pytest.approx(0.5 * 0.2 + 0.5 * 0.05, abs=1e-15)
+    assert binned.mce_equal_mass(PROBS4, LABELS4, bins=2) == pytest.approx(0.2, abs=1e-15)
     # N < M: empty chunks are skipped; one sample per bin
-    assert M.ece_equal_mass(PROBS4, LABELS4, bins=8) == pytest.approx((0.1 + 0.8 + 0.4 + 0.0) / 4, abs=1e-15)
+    assert binned.ece_equal_mass(PROBS4, LABELS4, bins=8) == pytest.approx((0.1 + 0.8 + 0.4 + 0.0) / 4, abs=1e-15)
 
 
 def test_equal_mass_split_sizes_like_array_split():
@@ -118,14 +118,14 @@ def test_equal_mass_split_sizes_like_array_split():
     order = np.argsort(conf, kind="stable")
     correct = (labels == 0).astype(float)
     expected = sum(len(ch) / 17 * abs(correct[ch].mean() - conf[ch].mean()) for ch in np.array_split(order, 4))
-    assert M.ece_equal_mass(probs, labels, bins=4) == pytest.approx(expected, abs=1e-15)
+    assert binned.ece_equal_mass(probs, labels, bins=4) == pytest.approx(expected, abs=1e-15)
 
 
 def test_classwise_ece_hand_computed():
     # class 0: bins (0.8,1]: sum p 1.9 vs 2 positives; (0.6,0.8]: 0.8 vs 0; (0.4,0.6]: 0.6 vs 1 -> 1.3
     # class 1: (0,0.2] holds 0.1, 0.2 (edge) and 0.0: 0.3 vs 1; (0.2,0.4]: 0.4 vs 0 -> 1.1
     # average over the K=2 classes (Kull et al.; the thesis's 1/M is a typo): 2.4 / 4 / 2
-    assert M.classwise_ece(PROBS4, LABELS4, bins=5) == pytest.approx(0.3, abs=1e-15)
+    assert binned.classwise_ece(PROBS4, LABELS4, bins=5) == pytest.approx(0.3, abs=1e-15)
 
 
 def test_classwise_ece_matches_naive_definition():
@@ -145,7 +145,7 @@ def test_classwise_ece_matches_naive_definition():
             inb = (pj > lo) & (pj <= hi) if m > 1 else (pj <= hi)
             if inb.any():
                 total += inb.sum() / n * abs(yj[inb].mean() - pj[inb].mean())
-    assert M.classwise_ece(probs, labels, bins) == pytest.approx(total / k, rel=1e-12, abs=1e-15)
+    assert binned.classwise_ece(probs, labels, bins) == pytest.approx(total / k, rel=1e-12, abs=1e-15)
 
 
 def test_reliability_bins_json_ready():
@@ -170,18 +170,18 @@ def _calibrated_sample(n, rng):
 
 def test_ece_of_calibrated_sample_goes_to_zero():
     rng = np.random.default_rng(0)
-    values = [M.ece(*_calibrated_sample(n, rng)) for n in (1_000, 30_000, 1_000_000)]
+    values = [binned.ece(*_calibrated_sample(n, rng)) for n in (1_000, 30_000, 1_000_000)]
     assert values[0] > values[1] > values[2]
     assert values[2] < 0.003
-    assert M.ece_equal_mass(*_calibrated_sample(1_000_000, rng)) < 0.003
+    assert binned.ece_equal_mass(*_calibrated_sample(1_000_000, rng)) < 0.003
 
 
 def test_ece_of_overconfident_sample_is_the_gap():
     # confidence 0.9 everywhere, 60 % right: every sample in one bin, ECE = MCE = 0.3
     probs = np.tile([0.9, 0.1], (10, 1))
     labels = np.array([0] * 6 + [1] * 4)
-    assert M.ece(probs, labels) == pytest.approx(0.3)
-    assert M.mce(probs, labels) == pytest.approx(0.3)
+    assert binned.ece(probs, labels) == pytest.approx(0.3)
+    assert binned.mce(probs, labels) == pytest.approx(0.3)
 
 
 def test_compute_metrics_equals_individual_functions():
@@ -196,8 +196,8 @@ def test_compute_metrics_equals_individual_functions():
         assert shared[name] == METRICS[name](probs, labels, bins=10), name
         assert isinstance(shared[name], float)
     assert compute_metrics(probs, labels, ["mce", "accuracy"]) == {
-        "mce": M.mce(probs, labels),
-        "accuracy": M.accuracy(probs, labels),
+        "mce": binned.mce(probs, labels),
+        "accuracy": scores.accuracy(probs, labels),
     }
 
 
@@ -216,7 +216,7 @@ def test_binary_brier_agrees_with_sklearn():
     probs = np.stack([1 - p1, p1], axis=1)
     labels = rng.integers(0, 2, 1000)
     # sum over the two classes = twice the binary (positive-class) Brier score
-    assert M.brier(probs, labels) == pytest.approx(2 * brier_score_loss(labels, p1), rel=1e-13)
+    assert scores.brier(probs, labels) == pytest.approx(2 * brier_score_loss(labels, p1), rel=1e-13)
 
 
 def test_multiclass_brier_agrees_with_sklearn():
@@ -227,7 +227,7 @@ def test_multiclass_brier_agrees_with_sklearn():
         ref = brier_score_loss(labels, probs, scale_by_half=False)
     except TypeError:  # scikit-learn < 1.7 has no multi-class Brier
         pytest.skip("this scikit-learn has no multi-class brier_score_loss")
-    assert M.brier(probs, labels) == pytest.approx(ref, rel=1e-13)
+    assert scores.brier(probs, labels) == pytest.approx(ref, rel=1e-13)
 
 
 def _old_log_loss(labels, probs, eps=1e-15):
@@ -245,14 +245,14 @@ def test_nll_reproduces_old_sklearn_log_loss_bit_for_bit():
     probs[probs < 1e-3] = 0.0  # exact zeros, as binning methods output
     probs /= probs.sum(1, keepdims=True)
     labels = rng.integers(0, 10, 4000)
-    assert M.nll(probs, labels) == _old_log_loss(labels, probs)
+    assert scores.nll(probs, labels) == _old_log_loss(labels, probs)
 
 
 def test_nll_agrees_with_current_sklearn_log_loss_without_clipping():
     rng = np.random.default_rng(7)
     probs = rng.dirichlet(np.ones(4), 1000)
     labels = rng.integers(0, 4, 1000)
-    assert M.nll(probs, labels) == pytest.approx(log_loss(labels, probs, labels=range(4)), rel=1e-13)
+    assert scores.nll(probs, labels) == pytest.approx(log_loss(labels, probs, labels=range(4)), rel=1e-13)
 
 
 # ------------------------------------------------------------------------------------ input checks
@@ -268,7 +268,7 @@ def test_nll_agrees_with_current_sklearn_log_loss_without_clipping():
 )
 def test_bad_inputs_raise(probs, labels, message):
     with pytest.raises(ValueError, match=message):
-        M.ece(probs, labels)
+        binned.ece(probs, labels)
 
 
 def test_unknown_metric_name():
@@ -297,12 +297,12 @@ def test_ece_l2_debiased_hand_computed():
     # 2 equal-mass bins of 2: {0.6 ok, 0.8 wrong}, {0.9 ok, 1.0 ok}
     # bin 1: A = 0.5, C = 0.7: (0.2^2 - 0.25/1) = -0.21; bin 2: A = 1, C = 0.95: 0.0025 - 0 = 0.0025
     # weights 1/2: sum = -0.10375 < 0 -> clipped at 0
-    assert M.ece_l2_debiased(PROBS4, LABELS4, bins=2) == 0.0
+    assert binned.ece_l2_debiased(PROBS4, LABELS4, bins=2) == 0.0
     probs = np.array([[0.9, 0.1]] * 4 + [[0.6, 0.4]] * 4)
     labels = np.array([1, 1, 1, 0, 0, 0, 0, 0])  # conf 0.9 bin: 1/4 correct; conf 0.6 bin: 4/4 correct
     # bin {0.6 x4}: A = 1, C = 0.6 -> 0.16; bin {0.9 x4}: A = 0.25, C = 0.9 -> 0.4225 - 0.1875/3 = 0.36
     expected = math.sqrt(0.5 * 0.16 + 0.5 * 0.36)
-    assert M.ece_l2_debiased(probs, labels, bins=2) == pytest.approx(expected, abs=1e-15)
+    assert binned.ece_l2_debiased(probs, labels, bins=2) == pytest.approx(expected, abs=1e-15)
 
 
 def test_ece_l2_debiased_equals_the_authors_package():
@@ -313,9 +313,9 @@ def test_ece_l2_debiased_equals_the_authors_package():
                 probs, labels, p=2, debias=True, num_bins=bins, binning_scheme=calibration.get_equal_bins,
                 mode="top-label",
             )
-            assert M.ece_l2_debiased(probs, labels, bins=bins) == pytest.approx(theirs, abs=1e-9)
+            assert binned.ece_l2_debiased(probs, labels, bins=bins) == pytest.approx(theirs, abs=1e-9)
         # their top-level entry point picks the same scheme for continuous outputs
-        assert M.ece_l2_debiased(probs, labels) == pytest.approx(
+        assert binned.ece_l2_debiased(probs, labels) == pytest.approx(
             calibration.get_calibration_error(probs, labels, p=2, debias=True, mode="top-label"), abs=1e-9
         )
 
@@ -323,19 +323,19 @@ def test_ece_l2_debiased_equals_the_authors_package():
 def test_smooth_ece_equals_relplot():
     relplot = pytest.importorskip("relplot")  # PyPI relplot (test extra), the authors' package
     for probs, labels in _reference_cases():
-        conf, correct = M.top_label(probs, labels)
-        assert M.smooth_ece(probs, labels) == pytest.approx(relplot.smECE(conf, correct), abs=1e-9)
-        assert M.smooth_ece_at(conf, correct, 0.05) == pytest.approx(relplot.smECE_sigma(conf, correct, 0.05), abs=1e-9)
+        conf, correct = top_label(probs, labels)
+        assert smooth.smooth_ece(probs, labels) == pytest.approx(relplot.smECE(conf, correct), abs=1e-9)
+        assert smooth.smooth_ece_at(conf, correct, 0.05) == pytest.approx(relplot.smECE_sigma(conf, correct, 0.05), abs=1e-9)
 
 
 def test_smooth_ece_bandwidth_is_the_fixed_point():
     probs, labels = _reference_cases()[0]
-    conf, correct = M.top_label(probs, labels)
-    sigma = M.smooth_ece_bandwidth(conf, correct)
+    conf, correct = top_label(probs, labels)
+    sigma = smooth.smooth_ece_bandwidth(conf, correct)
     # bisection keeps sigma on the side where sigma >= smECE_sigma, within 2^-10 of the crossing
-    assert sigma >= M.smooth_ece_at(conf, correct, sigma)
-    below = sigma - 2.0 ** -M.SMOOTH_ECE_BISECTIONS
-    assert below < M.smooth_ece_at(conf, correct, below)
+    assert sigma >= smooth.smooth_ece_at(conf, correct, sigma)
+    below = sigma - 2.0 ** -smooth.SMOOTH_ECE_BISECTIONS
+    assert below < smooth.smooth_ece_at(conf, correct, below)
 
 
 def test_smooth_ece_of_a_perfectly_calibrated_sample_is_small_and_of_a_wrong_one_large():
@@ -343,6 +343,6 @@ def test_smooth_ece_of_a_perfectly_calibrated_sample_is_small_and_of_a_wrong_one
     conf = rng.uniform(0.5, 1.0, size=20_000)
     probs = np.stack([conf, 1 - conf], axis=1)
     calibrated = (rng.random(20_000) >= conf).astype(int)  # label 0 with probability conf
-    assert M.smooth_ece(probs, calibrated) < 0.01
+    assert smooth.smooth_ece(probs, calibrated) < 0.01
     always_right = np.zeros(20_000, dtype=int)  # accuracy 1 at mean confidence 0.75
-    assert M.smooth_ece(probs, always_right) == pytest.approx(0.25, abs=0.01)
+    assert smooth.smooth_ece(probs, always_right) == pytest.approx(0.25, abs=0.01)

@@ -69,6 +69,7 @@ def clone(tmp_path_factory):
     (root / "my.yaml").write_text(example)
     _, labels = synthetic_logits(root / "logits/my_resnet.npz", seed=1)
     synthetic_logits(root / "logits/my_vit.npz", seed=2, labels=labels)
+    synthetic_logits(root / "new/my_resnet.npz", seed=3)  # README, "Use as a library": new logits to calibrate
     # docs/model-sources.md's "One run": its config saved as their.yaml, with the checkpoint file it names
     guide = (ROOT / "docs/model-sources.md").read_text(encoding="utf-8")
     (root / "their.yaml").write_text(re.search(r"<!-- BEGIN one-run config.*?-->\n```yaml\n(.*?)```", guide, re.S).group(1))

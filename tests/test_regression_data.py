@@ -97,12 +97,12 @@ def test_the_unpinned_energy_file_s_sha256_is_recorded_on_first_use(tmp_path):
     """UCI publishes no checksum of energydata_complete.csv: the data step's log gives the sha256 it read."""
     import hashlib
 
-    from calibrepro import pipeline
+    from calibrepro.regression.steps import data_step
 
     _energy_csv(tmp_path / "energydata_complete.csv", 30)
-    pipeline.regression_data_step("energy", {"source": "energy", "past": 10, "horizon": 10},
-                                  {"energydata_complete.csv": str(tmp_path / "energydata_complete.csv")},
-                                  tmp_path / "energy.npz", log=tmp_path / "data.log")
+    data_step("energy", {"source": "energy", "past": 10, "horizon": 10},
+              {"energydata_complete.csv": str(tmp_path / "energydata_complete.csv")}, tmp_path / "energy.npz",
+              log=tmp_path / "data.log")
     digest = hashlib.sha256((tmp_path / "energydata_complete.csv").read_bytes()).hexdigest()
     log = (tmp_path / "data.log").read_text()
     assert f"energydata_complete.csv: sha256 {digest}" in log and "recorded on first use" in log
@@ -135,6 +135,36 @@ def test_energy_downloads_through_a_mirror_unpinned(file_server, tmp_path):
     file_server.add_file("/uci/energydata_complete.csv", (tmp_path / "served.csv").read_bytes())
     got = fetch(pin, tmp_path / pin.path, mirrors={origin: file_server.url("/uci")}, progress=False, retries=0)
     assert D.load_dataset("energy", {"source": "energy"}, {pin.path: got}).x.shape == (6, 10)
+
+
+def test_a_copy_of_the_energy_file_the_user_pins_is_verified(tmp_path):
+    """The user vouches for a copy with the data set's sha256: the download step checks it (no warning)."""
+    import hashlib
+
+    from calibrepro.download import ChecksumError
+
+    (tmp_path / "copies").mkdir()
+    _energy_csv(tmp_path / "copies" / "energy.csv", 25)
+    digest = hashlib.sha256((tmp_path / "copies" / "energy.csv").read_bytes()).hexdigest()
+    pin = D.downloads({"source": "energy", "sha256": digest})[0]
+    assert pin.checksum == f"sha256:{digest}" and pin.path == D.downloads({"source": "energy"})[0].path
+    mirrors = {D.ENERGY_URL: str(tmp_path / "copies" / "energy.csv")}  # a local file for the whole URL
+    got = fetch(pin, tmp_path / "out" / pin.path, mirrors=mirrors, progress=False, retries=0)
+    assert D.load_dataset("energy", {"source": "energy"}, {pin.path: got}).x.shape == (6, 10)
+    other = D.downloads({"source": "energy", "sha256": "0" * 64})[0]
+    with pytest.raises(ChecksumError, match="expected sha256:0000"):
+        fetch(other, tmp_path / "out2" / pin.path, mirrors=mirrors, progress=False, retries=0)
+
+
+@needs_uci
+def test_the_shared_energy_series_is_the_uci_appliances_data():
+    """realdata's appliances.csv (the date and Appliances columns of UCI's file, its own sha256 in SHA256SUMS)."""
+    sums = dict(line.split()[::-1] for line in (REALDATA / "SHA256SUMS").read_text().splitlines() if line.strip())
+    spec = {"source": "energy", "sha256": sums["uci/energy/appliances.csv"]}
+    pin = D.downloads(spec)[0]
+    series = D.load_dataset("energy", spec, {pin.path: UCI / "energy" / "appliances.csv"})
+    assert series.x.shape == (3270, 10) and series.y.shape == (3270, 10)  # the realdata README's count
+    assert series.x.min() >= 60 and series.target_name == "Appliances (Wh per hour)"  # 6 readings of >= 10 Wh
 
 
 def test_demo_and_unknown_sources():
@@ -227,13 +257,18 @@ def test_predictions_gaussian_and_samples(tmp_path):
     np.testing.assert_allclose(dist.var(), samples.var(axis=1) + (1.06 * spread * 400**-0.2) ** 2)
     got = _npz(tmp_path, y=y, samples=samples, std=np.full(3, 0.5))
     assert np.all(got.given["params"]["stds"] == 0.5)
+    point = _npz(tmp_path, y=y, mean=y, std=np.array([0.0, 1.0, 2.0]))  # a model without spread on a row
+    assert predictive_from_arrays(point.given["family"], point.given["params"]).point_mass().tolist() == [True, False,
+                                                                                                          False]
 
 
 @pytest.mark.parametrize(
     "arrays, message",
     [
-        ({"y": [0.0, 1.0], "mean": [0.0, 1.0], "std": [1.0, 0.0]}, r"pred.npz: `std` must be > 0, row 1 has 0"),
-        ({"y": [0.0, 1.0], "mean": [0.0, 1.0], "std": [1.0, -2.0]}, r"`std` must be > 0, row 1 has -2"),
+        ({"y": [0.0, 1.0], "samples": [[0.0, 1.0], [1.0, 2.0]], "std": [1.0, 0.0]},
+         r"pred.npz: `std` must be > 0 with `samples`, row 1 has 0"),
+        ({"y": [0.0, 1.0], "mean": [0.0, 1.0], "std": [1.0, -2.0]},
+         r"`std` must be >= 0 \(0: a point mass\), row 1 has -2"),
         (
             {"y": [0.0, 1.0], "mean": [0.0, 1.0], "std": [np.nan, 1.0]},
             r"array 'std' has NaN or infinite values \(first at row 0\)",

@@ -93,7 +93,31 @@ def test_mc_dropout_noise_precision_from_the_config():
     assert np.allclose(predicted.params["stds"], 0.5 * y[:200].std())
 
 
+def test_the_seed_s_mc_dropout_has_no_noise_term_and_is_overconfident():
+    """noise: none is a Gaussian with the T passes' mean and std (ddof 0): the same network and passes as
+    the fitted-noise model (the same seed), whose mixture adds Gal's 1/tau to the passes' spread."""
+    x, y, _ = heteroscedastic_data(n=400)
+    seed_s = fit_predict("mc_dropout", x[:300], y[:300], x[300:], {**options("mc_dropout"), "noise": "none"}, seed=1)
+    fitted = fit_predict("mc_dropout", x[:300], y[:300], x[300:], options("mc_dropout"), seed=1)
+    assert seed_s.family == "gaussian" and set(seed_s.params) == {"mean", "std"} and seed_s.info["noise"] == "none"
+    passes = fitted.params["means"][:, 0, :]
+    np.testing.assert_allclose(seed_s.params["mean"][:, 0], passes.mean(axis=1), rtol=1e-12)
+    np.testing.assert_allclose(seed_s.params["std"][:, 0], passes.std(axis=1), rtol=1e-9)
+    spread = moments(fitted)[1]
+    assert np.median(seed_s.params["std"]) < 0.5 * np.median(spread)  # the noise term dominates the spread
+    named = fit_predict("seed_mc_dropout", x[:300], y[:300], x[300:], {"kind": "mc_dropout", **options("mc_dropout"),
+                                                                       "noise": "none"}, seed=1)
+    assert named.info["kind"] == "mc_dropout" and np.array_equal(named.params["std"], seed_s.params["std"])
+    without = fit_predict("mc_dropout", x[:300], y[:300], x[300:], {**options("mc_dropout"), "noise": "none",
+                                                                    "dropout": 0.0}, seed=1)
+    assert (without.params["std"] == 0).all()  # every pass the same: a point mass
+
+
 def test_bad_options_name_the_kind_and_key():
+    with pytest.raises(RegressorError, match="with noise: none leave tau out"):
+        options_for("mc_dropout", {"noise": "none", "tau": 4.0})
+    with pytest.raises(RegressorError, match="noise must be one of fitted, none"):
+        options_for("mc_dropout", {"noise": "aleatoric"})
     with pytest.raises(RegressorError, match="unknown regressor 'gp'"):
         options_for("gp", {})
     with pytest.raises(RegressorError, match=r"mc_dropout: unknown option\(s\) \['members'\]"):

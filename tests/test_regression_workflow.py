@@ -28,7 +28,9 @@ def test_regression_only_config_runs_only_regression_and_reruns_byte_identically
     assert list(metrics.model.unique()) == list(MODELS) and sorted(metrics.split.unique()) == [0, 1]
     assert len(metrics) == 4 * 4 * 2 * 9  # models x recalibrators x splits x metrics
     tables = sorted(path.name for path in (reports / "tables").iterdir())
-    assert "msce_one_sided.md" in tables and "metric_crps.tex" in tables and len(tables) == 2 * (4 + 9)
+    assert "msce_one_sided.md" in tables and "metric_crps.tex" in tables and "parameters.md" in tables
+    assert len(tables) == 2 * (4 + 9 + 1)  # the seed's four, one per metric, the fitted parameters'
+    assert (results / "regression/parameters.csv").read_text().startswith("dataset,model,method,split,parameter,value")
     figures = sorted(path.relative_to(reports / "figures").as_posix() for path in (reports / "figures").rglob("*.png"))
     assert figures == [f"reliability/diabetes/{model}.png" for model in sorted(MODELS)]
     assert "published" in (reports / "reproduction.md").read_text()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from calibrepro.report.convergence_file import format_convergence, read_convergence, record_row
 from calibrepro.report.labels import METHOD_ORDER
 from calibrepro.report.metrics_file import MetricsFileError, read_metrics, summarise
 from calibrepro.report.tables import md_escape, render_table, tex_escape, write_table
@@ -255,12 +256,18 @@ PREAMBLE = {
 def test_latex_compiles_with_pdflatex(tmp_path, language):
     single = write_metrics(tmp_path / "single.csv")
     multi = multi_seed_csv(tmp_path)
+    marks = tmp_path / "convergence.csv"  # both fit marks, in cells and caption notes
+    marks.write_text(format_convergence([
+        record_row("cifar10", "densenet121", "isotonic", 0, {"converged": False}),
+        record_row("cifar10", "densenet121", "temperature_scaling", 0, {"converged": False, "search_capped": True}),
+    ]))
     inputs = []
     for name, path in (("single", single), ("multi", multi)):
         for metric in ("accuracy", "brier", "ece", "nll", "classwise_ece", "ece_l2"):
             md, tex = tmp_path / f"{name}-{metric}.md", tmp_path / f"{name}-{metric}.tex"
-            write_table(path, metric, md, tex, language=language)
+            write_table(path, metric, md, tex, language=language, convergence_csv=marks if name == "single" else None)
             inputs.append(tex.name)
+    assert "$^\\ddagger$$^\\S$" in (tmp_path / "single-ece.tex").read_text()
     document = (
         "\\documentclass{article}\n" + PREAMBLE[language] + "\\usepackage{booktabs}\n\\usepackage{graphicx}\n"
         "\\begin{document}\n" + "".join(f"\\input{{{name}}}\n" for name in inputs) + "\\end{document}\n"
@@ -364,22 +371,43 @@ def test_write_table_reads_the_uncertainty_files(metrics_csv, tmp_path):
     assert md_rows((tmp_path / "t.md").read_text())[2][2] == "**1.90**"
 
 
-def test_cells_of_fits_that_did_not_converge_are_marked_with_a_legend(tmp_path):
-    """A ``fit_not_converged`` row (issue 18) marks that method's cells; it is no metric of any table."""
+def test_cells_of_fits_that_did_not_converge_or_hit_the_search_cap_are_marked_with_a_legend(tmp_path):
+    """The convergence records (issue 18, issue 35) mark a method's cells; metrics.csv holds metrics only."""
     path = write_metrics(tmp_path / "m.csv")
-    with open(path, "a", newline="") as handle:
-        csv.writer(handle).writerow(["cifar10", "densenet121", "isotonic", 0, "fit_not_converged", "1.0"])
-    metrics = read_metrics(path)
-    assert "fit_not_converged" not in metrics.metrics
-    assert metrics.not_converged == {("cifar10", "densenet121", "isotonic", 0)}
-    for language, legend in (("en", "‡: the calibrator's fit did not converge"), ("ru", "‡ – подгонка")):
-        md = render_table(path, "ece", "md", language=language)
+    records = tmp_path / "convergence.csv"
+    records.write_text(format_convergence([
+        record_row("cifar10", "densenet121", "isotonic", 0, {"converged": False, "iterations": 100}),
+        record_row("cifar10", "densenet121", "temperature_scaling", 0, {"converged": True, "search_capped": True}),
+        record_row("cifar10", "densenet121", "vector_scaling", 0, {"converged": True, "search_capped": False}),
+        record_row("cifar10", "densenet121", "uncalibrated", 1, {"converged": False}),  # a seed the table does not use
+    ]))
+    convergence = read_convergence(records)
+    assert convergence.not_converged == {
+        ("cifar10", "densenet121", "isotonic", 0), ("cifar10", "densenet121", "uncalibrated", 1),
+    }
+    assert convergence.search_capped == {("cifar10", "densenet121", "temperature_scaling", 0)}
+    legends = {"en": ("‡: the calibrator's fit did not converge", "§: the search for the regularisation strength"),
+               "ru": ("‡ – подгонка", "§ – поиск силы регуляризации")}
+    for language, (not_converged, capped) in legends.items():
+        md = render_table(path, "ece", "md", language=language, convergence=convergence)
         rows = md_rows(md)
-        column = 2 + METHODS.index("isotonic")
-        assert rows[2][column].endswith("‡") and not rows[1][column].endswith("‡")
+        isotonic, ts = 2 + METHODS.index("isotonic"), 2 + METHODS.index("temperature_scaling")
+        assert rows[2][isotonic].endswith("‡") and not rows[1][isotonic].endswith("‡")
+        assert rows[2][ts].endswith("§") and not rows[2][ts].endswith("‡§")
         assert sum(cell.count("‡") for row in rows for cell in row) == 1
-        assert legend in md.splitlines()[0]
-    tex = render_table(path, "ece", "tex", language="en")
-    assert tex.count("$^\\ddagger$") == 2  # the cell and the legend in the caption
-    clean = write_metrics(tmp_path / "clean.csv")
-    assert "‡" not in render_table(clean, "ece", "md") and "ddagger" not in render_table(clean, "ece", "tex")
+        assert sum(cell.count("§") for row in rows for cell in row) == 1
+        caption = md.splitlines()[0]
+        assert not_converged in caption and capped in caption and caption.index(not_converged) < caption.index(capped)
+    tex = render_table(path, "ece", "tex", language="en", convergence=convergence)
+    assert tex.count("$^\\ddagger$") == 2 and tex.count("$^\\S$") == 2  # each cell and its legend in the caption
+    write_table(path, "ece", tmp_path / "t.md", tmp_path / "t.tex", language="en", convergence_csv=records)
+    assert (tmp_path / "t.md").read_text() == render_table(path, "ece", "md", language="en", convergence=convergence)
+    for clean in (None, read_convergence(write_convergence_rows(tmp_path / "clean.csv"))):
+        md, tex = (render_table(path, "ece", kind, convergence=clean) for kind in ("md", "tex"))
+        assert "‡" not in md and "§" not in md and "ddagger" not in tex and "\\S" not in tex
+
+
+def write_convergence_rows(path):
+    """Records of fits that all converged, none capped."""
+    path.write_text(format_convergence([record_row("cifar10", "densenet121", "isotonic", 0, {"converged": True})]))
+    return path

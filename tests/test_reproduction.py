@@ -9,7 +9,8 @@ import pytest
 
 from calibrepro.report.metrics_file import read_metrics
 from calibrepro.report.published import load_published
-from calibrepro.report.reproduction import compare, write_reproduction_report
+from calibrepro.report.comparison import compare
+from calibrepro.report.reproduction import write_reproduction_report
 
 PUBLISHED = """table,dataset,model,method,metric,value,bold
 1,d1,m1,uncalibrated,accuracy,93.960,true

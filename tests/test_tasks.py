@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from calibrepro import pipeline, tasks
+from calibrepro import tasks
 from calibrepro.io import tidy_csv, write_json, write_text
+from calibrepro.steps.calibration import evaluate_step, fit_step, split_step
 from workflow_helpers import synthetic_logits
 
 
@@ -83,15 +84,15 @@ def toy(tmp_path):
 
 def test_a_new_task_plugs_into_the_fit_and_evaluate_steps(toy):
     outputs = {"none": toy / "none.json", "shift": toy / "shift.json"}
-    pipeline.fit_step(toy / "data.npz", toy / "split.npz", outputs, task=ShiftTask(), log=toy / "fit.log")
+    fit_step(toy / "data.npz", toy / "split.npz", outputs, task=ShiftTask(), log=toy / "fit.log")
     stored = json.loads(outputs["shift"].read_text())
     assert stored["shift"] == pytest.approx(2.0, abs=0.05) and stored["calibration_samples"] == 200
     # a stored calibrator and one fitted in the step give the same rows
     for name, calibrators in (("stored", outputs), ("here", {"none": None, "shift": None})):
-        pipeline.evaluate_step(toy / "data.npz", toy / "split.npz", toy / f"{name}.csv", toy / f"{name}.json",
-                               task=ShiftTask(), calibrators=calibrators, metrics=["bias", "mse"], dataset="d",
-                               model="m", seed=0, replicates_output=toy / f"{name}.npz", resamples=30,
-                               log=toy / f"{name}.log")
+        evaluate_step(toy / "data.npz", toy / "split.npz", toy / f"{name}.csv", toy / f"{name}.json",
+                      task=ShiftTask(), calibrators=calibrators, metrics=["bias", "mse"], dataset="d",
+                      model="m", seed=0, replicates_output=toy / f"{name}.npz", resamples=30,
+                      log=toy / f"{name}.log")
     assert (toy / "stored.csv").read_bytes() == (toy / "here.csv").read_bytes()
     rows = pd.read_csv(toy / "here.csv").set_index(["method", "metric"]).value
     assert rows[("none", "bias")] == pytest.approx(-2.0, abs=0.05) and abs(rows[("shift", "bias")]) < 0.05
@@ -105,7 +106,7 @@ def test_a_new_task_plugs_into_the_fit_and_evaluate_steps(toy):
 
 def test_classification_steps_go_through_their_task(tmp_path, monkeypatch):
     synthetic_logits(tmp_path / "a.npz", n=200, k=3)
-    pipeline.split_step(tmp_path / "a.npz", 0.5, 0, tmp_path / "split.npz", dataset="d")
+    split_step(tmp_path / "a.npz", 0.5, 0, tmp_path / "split.npz", dataset="d")
     calls = []
     for name in ("halves", "fit", "predict", "metrics", "reliability"):
         original = getattr(tasks.ClassificationTask, name)
@@ -115,12 +116,12 @@ def test_classification_steps_go_through_their_task(tmp_path, monkeypatch):
             return _original(self, *args, **kwargs)
 
         monkeypatch.setattr(tasks.ClassificationTask, name, spy)
-    pipeline.fit_step(tmp_path / "a.npz", tmp_path / "split.npz", {"temperature_scaling": tmp_path / "ts.json"},
-                      task="classification")
+    fit_step(tmp_path / "a.npz", tmp_path / "split.npz", {"temperature_scaling": tmp_path / "ts.json"},
+             task="classification")
     assert calls == ["halves", "fit"]
-    pipeline.evaluate_step(tmp_path / "a.npz", tmp_path / "split.npz", tmp_path / "eval.csv", tmp_path / "rel.json",
-                           task="classification", calibrators={"temperature_scaling": tmp_path / "ts.json"},
-                           metrics=["ece"], dataset="d", model="m", seed=0)
+    evaluate_step(tmp_path / "a.npz", tmp_path / "split.npz", tmp_path / "eval.csv", tmp_path / "rel.json",
+                  task="classification", calibrators={"temperature_scaling": tmp_path / "ts.json"},
+                  metrics=["ece"], dataset="d", model="m", seed=0)
     assert calls[2:] == ["halves", "predict", "metrics", "reliability"]
 
 
@@ -128,11 +129,11 @@ def test_an_unknown_task_and_a_classification_replicate_file_are_refused(tmp_pat
     with pytest.raises(ValueError, match="unknown task 'ranking'; known: classification, regression"):
         tasks.task_of("ranking")
     synthetic_logits(tmp_path / "a.npz", n=100, k=3)
-    pipeline.split_step(tmp_path / "a.npz", 0.5, 0, tmp_path / "split.npz", dataset="d")
+    split_step(tmp_path / "a.npz", 0.5, 0, tmp_path / "split.npz", dataset="d")
     with pytest.raises(ValueError, match="classification task's bootstrap runs in a step of its own"):
-        pipeline.evaluate_step(tmp_path / "a.npz", tmp_path / "split.npz", tmp_path / "e.csv", tmp_path / "r.json",
-                               calibrators={"uncalibrated": None}, metrics=["ece"], dataset="d", model="m", seed=0,
-                               replicates_output=tmp_path / "b.npz", resamples=10)
+        evaluate_step(tmp_path / "a.npz", tmp_path / "split.npz", tmp_path / "e.csv", tmp_path / "r.json",
+                      calibrators={"uncalibrated": None}, metrics=["ece"], dataset="d", model="m", seed=0,
+                      replicates_output=tmp_path / "b.npz", resamples=10)
     assert not (tmp_path / "e.csv").exists()
 
 
@@ -155,9 +156,9 @@ def test_the_regression_evaluation_goes_through_its_task(tmp_path, monkeypatch):
     original = RegressionTask.predict
     monkeypatch.setattr(RegressionTask, "predict",
                         lambda self, calibrator, half: calls.append(calibrator.method) or original(self, calibrator, half))
-    pipeline.evaluate_step(tmp_path / "p.npz", None, tmp_path / "e.csv", tmp_path / "c.json", task="regression",
-                           calibrators={"uncalibrated": None, "std_scaling": None}, metrics=["coverage_90", "rmse"],
-                           dataset="d", model="m", seed=3, replicates_output=tmp_path / "b.npz", resamples=0)
+    evaluate_step(tmp_path / "p.npz", None, tmp_path / "e.csv", tmp_path / "c.json", task="regression",
+                  calibrators={"uncalibrated": None, "std_scaling": None}, metrics=["coverage_90", "rmse"],
+                  dataset="d", model="m", seed=3, replicates_output=tmp_path / "b.npz", resamples=0)
     assert calls == ["uncalibrated", "std_scaling"]
     curves = json.loads((tmp_path / "c.json").read_text())
     assert curves["methods"]["std_scaling"]["recalibrator"]["params"]["scale"] == pytest.approx(0.5, abs=0.02)

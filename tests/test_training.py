@@ -9,14 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from calibrepro.config import ConfigError
+from calibrepro.averaging import log_mean_softmax
 from calibrepro.datasets import DatasetError, read_cifar_train
 from calibrepro.download import ChecksumError, fetch
 from calibrepro.io import load_logits
 from calibrepro.training import bayes, data, trainer
 from calibrepro.training.networks import build, has_dropout
-from calibrepro.zoo import LogitsRequest, get_source
-from calibrepro.zoo.ensemble import log_mean_softmax
+from calibrepro.zoo import LogitsRequest, ModelSourceError, get_source
 from calibrepro.zoo.train import check_entry
 from servers import REALDATA, cifar_tarball_bytes, md5_hex, random_cifar
 
@@ -240,7 +239,7 @@ def test_a_cached_file_of_another_architecture_is_named(tmp_path):
     ],
 )
 def test_bad_entries_name_their_key(dataset, spec, message):
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(ModelSourceError, match=message):
         check_entry(dataset, "m", {"source": "train", **spec})
 
 
@@ -269,8 +268,6 @@ class _TinyPretrained:
 
 
 def test_pretrained_networks_with_dropout_take_mc_dropout(tmp_path):
-    from calibrepro.zoo._pretrained import ModelSourceError
-
     images, labels = random_cifar(30, 10, seed=3)
     tarball = tmp_path / "cifar.tar.gz"
     tarball.write_bytes(cifar_tarball_bytes("cifar10", images, labels))

@@ -13,7 +13,8 @@ import time
 import numpy as np
 import pytest
 
-from calibrepro import pipeline, workers
+from calibrepro import workers
+from calibrepro.steps.calibration import fit_step, split_step
 from calibrepro.calibrators import CALIBRATORS, module_of
 from calibrepro.io import LogitsFileError, save_logits
 from workflow_helpers import overconfident
@@ -42,9 +43,9 @@ def fit_files(tmp_path, name: str) -> dict[str, bytes]:
     logits, labels = overconfident(n=600, k=5, seed=3)
     save_logits(tmp_path / "m.npz", logits, labels)
     if not (tmp_path / "split.npz").exists():
-        pipeline.split_step(tmp_path / "m.npz", 0.5, 0, tmp_path / "split.npz", dataset="d")
+        split_step(tmp_path / "m.npz", 0.5, 0, tmp_path / "split.npz", dataset="d")
     outputs = {method: tmp_path / name / f"{method}.json" for method in METHODS}
-    pipeline.fit_step(tmp_path / "m.npz", tmp_path / "split.npz", outputs, bins=15, log=tmp_path / f"{name}.log")
+    fit_step(tmp_path / "m.npz", tmp_path / "split.npz", outputs, bins=15, log=tmp_path / f"{name}.log")
     return {method: path.read_bytes() for method, path in outputs.items()}
 
 
@@ -60,7 +61,7 @@ def test_a_step_in_a_worker_writes_the_same_bytes_as_inline(tmp_path, two_worker
 def test_a_steps_error_reaches_the_job_with_its_type_message_and_log_line(tmp_path, two_workers):
     outputs = {"uncalibrated": tmp_path / "u.json"}
     with pytest.raises(LogitsFileError, match="missing.npz: no such file"):
-        pipeline.fit_step(tmp_path / "missing.npz", tmp_path / "split.npz", outputs, bins=15, log=tmp_path / "fit.log")
+        fit_step(tmp_path / "missing.npz", tmp_path / "split.npz", outputs, bins=15, log=tmp_path / "fit.log")
     assert (tmp_path / "fit.log").read_text().splitlines()[-1] == f"error: {tmp_path / 'missing.npz'}: no such file"
 
 

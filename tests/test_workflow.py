@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import re
 import shutil
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from calibrepro import cli
 from calibrepro import metrics as M
+from calibrepro.commands import evaluate_file
 from calibrepro.io import load_logits
+from calibrepro.report.metrics_file import read_metrics
+from calibrepro.report.parameters_file import read_parameters
 from calibrepro.splits import load_split
+from calibrepro.steps.calibration import load_calibrator
+from calibrepro.tasks import task_of
 from workflow_helpers import ROOT, run_snakemake, synthetic_logits, write_config
 
 pytestmark = pytest.mark.slow
@@ -22,7 +30,7 @@ DEMO_METHODS = METHODS + ["dirichlet_l2", "dirichlet_odir", "matrix_scaling_odir
 
 
 def readme_demo():
-    """tools/readme_demo.py, the generator and checker of the README's quotes of the demo's output."""
+    """tools/readme_demo.py, the generator and checker of the documents' quotes of the demo's output."""
     spec = importlib.util.spec_from_file_location("readme_demo", ROOT / "tools" / "readme_demo.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -54,9 +62,11 @@ def test_demo_runs_end_to_end_and_reruns_byte_identical(tmp_path):
     # the run ends by saying where its outputs are
     summary = result.stderr[result.stderr.index("calibrepro: finished. Outputs:"):]
     assert "results/demo/metrics.csv" in summary and "reports/demo/reproduction.md" in summary
-    tables = sum(1 for _ in (tmp_path / "reports/demo/tables").iterdir())  # 11 metrics x (md, tex), ranks, size study
+    # 11 metrics x (md, tex), ranks, size study, fitted parameters (md, tex)
+    tables = sum(1 for _ in (tmp_path / "reports/demo/tables").iterdir())
     figures = sum(1 for path in (tmp_path / "reports/demo/figures").rglob("*") if path.is_file())
-    assert (tables, figures) == (24, 18)
+    assert (tables, figures) == (26, 18)
+    assert "results/demo/parameters.csv" in summary and "results/demo/regression/parameters.csv" in summary
     assert f"reports/demo/tables/  ({tables} files)" in summary and f"reports/demo/figures/  ({figures} files)" in summary
     # every step's log says what it did: the logits step's check of its archive, each fit, each metric
     log = (tmp_path / "results/demo/logs/logits/digits/mlp_overconfident.log").read_text()
@@ -88,6 +98,25 @@ def test_demo_runs_end_to_end_and_reruns_byte_identical(tmp_path):
     over = metrics.query("model == 'mlp_overconfident' and metric == 'nll'").set_index("method")["value"]
     assert over["temperature_scaling"] < over["uncalibrated"]
 
+    # every fit's numbers: each temperature as its calibrator file holds it, the convergence records' values
+    parameters = read_parameters(tmp_path / "results/demo/parameters.csv")
+    assert list(dict.fromkeys(row[1] for row in parameters.rows)) == models
+    value = {row[1:5]: row[5] for row in parameters.rows}
+    for model in models:
+        fitted = json.loads((tmp_path / f"results/demo/calibrators/digits/{model}/temperature_scaling/seed0.json")
+                            .read_text())
+        assert value[(model, "temperature_scaling", 0, "temperature")] == fitted["params"]["temperature"]
+    for record in pd.read_csv(tmp_path / "results/demo/convergence.csv", dtype=str, keep_default_na=False).itertuples():
+        for name, column in (("converged", record.converged), ("iterations", record.iterations)):
+            assert str(value.get((record.model, record.method, 0, name), "")) == column, (record, name)
+    assert {"lambda", "mu", "converged"} <= {row[4] for row in parameters.rows if row[2] == "dirichlet_odir"}
+    table = (tmp_path / "reports/demo/tables/parameters.md").read_text()
+    assert "**T-scaling** (Guo et al. 2017, sec. 4.2)" in table and all(f"| {model} " in table for model in models)
+    regression = read_parameters(tmp_path / "results/demo/regression/parameters.csv")
+    assert {row[2:5] for row in regression.rows if row[4] == "scale"} == {("std_scaling", split, "scale")
+                                                                          for split in (0, 1)}
+    assert "**Std scaling**" in (tmp_path / "reports/demo/regression/tables/parameters.md").read_text()
+
     table = (tmp_path / "reports/demo/tables/accuracy.md").read_text()
     accuracy = metrics.query("model == 'mlp_overconfident' and method == 'uncalibrated' and metric == 'accuracy'")
     assert f"{100 * accuracy['value'].item():.3f}" in table
@@ -111,8 +140,21 @@ def test_demo_runs_end_to_end_and_reruns_byte_identical(tmp_path):
             == intervals.loc[intervals["interval"] == "percentile", "estimate"]).all()
 
     # every number README.md quotes as the demo's output is this run's, at the printed digit
-    stale = readme_demo().check(ROOT / "README.md", tmp_path)
-    assert not stale, f"README.md's demo blocks {stale} are stale: `make demo`, then `python tools/readme_demo.py`"
+    stale = readme_demo().check(tmp_path)
+    assert not stale, f"the documents' demo blocks {stale} are stale: `make demo`, then `python tools/readme_demo.py`"
+
+    # asked for, a calibrator's test-half probabilities: exactly those the metrics of metrics.csv scored
+    asked = [f"results/demo/probabilities/digits/mlp_overconfident/{method}/seed0.npz"
+             for method in ("isotonic", "dirichlet_odir")]  # float32 softmax and isotonic; a full-matrix fit
+    result = run_snakemake(tmp_path, *asked)
+    assert result.returncode == 0, result.stderr[-3000:]
+    ran = [line.split()[1] for line in result.stderr.splitlines() if line.startswith(("rule ", "localrule "))]
+    assert ran == ["probabilities:"] * 2, ran
+    scored = read_metrics(tmp_path / "results/demo/metrics.csv").values
+    for path in asked:
+        method = path.split("/")[-2]
+        for metric, value in evaluate_file(tmp_path / path, metrics=list(M.METRICS), resamples=0).values.items():
+            assert value.estimate == scored[("digits", "mlp_overconfident", method, metric)][0], (method, metric)
 
     result = run_snakemake(tmp_path, "--report", "report.html")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -127,11 +169,13 @@ def test_demo_runs_end_to_end_and_reruns_byte_identical(tmp_path):
     # everything after the logits again (the trained models' logits are deterministic by their own
     # test, tests/test_zoo_demo.py): the same bytes, whichever worker process ran which step
     outputs = ["results/demo/metrics.csv", "results/demo/intervals.csv", "results/demo/size_study.csv",
+               "results/demo/parameters.csv", "results/demo/regression/parameters.csv",
+               "reports/demo/regression/tables/parameters.md",
                *sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "reports/demo/tables").iterdir())]
     first = {name: (tmp_path / name).read_bytes() for name in outputs}
     for name in ("splits", "calibrators", "evaluations", "reliability", "bootstrap", "size_study"):
         shutil.rmtree(tmp_path / "results/demo" / name, ignore_errors=True)
-    for name in ("metrics.csv", "intervals.csv", "comparisons.csv", "size_study.csv"):
+    for name in ("metrics.csv", "intervals.csv", "comparisons.csv", "size_study.csv", "parameters.csv"):
         (tmp_path / "results/demo" / name).unlink()
     shutil.rmtree(tmp_path / "reports/demo")
     result = run_snakemake(tmp_path)
@@ -164,7 +208,8 @@ def test_own_logits_replace_the_demo_models(tmp_path):
         assert (tmp_path / f"results/byo/calibrators/mydata/net_b/{method}/seed1.json").is_file()
     # the config does not mention `uncertainty`: intervals, ranks and tie marks by default
     assert sorted(p.name for p in (tmp_path / "reports/byo/tables").iterdir()) == [
-        "accuracy.md", "accuracy.tex", "ece.md", "ece.tex", "nll.md", "nll.tex", "ranks.md",
+        "accuracy.md", "accuracy.tex", "ece.md", "ece.tex", "nll.md", "nll.tex", "parameters.md", "parameters.tex",
+        "ranks.md",
     ]
     intervals = pd.read_csv(tmp_path / "results/byo/intervals.csv")
     assert len(intervals) == len(metrics) and set(intervals["interval"]) <= {"percentile", "basic", "bca", "debiased"}
@@ -179,6 +224,40 @@ def test_one_table_builds_only_what_it_needs(tmp_path):
     assert (tmp_path / "reports/byo/tables/ece.md").is_file()
     assert not (tmp_path / "reports/byo/tables/brier.md").exists()
     assert not (tmp_path / "reports/byo/figures").exists()
+
+
+def test_one_probabilities_file_builds_only_what_it_needs_and_is_the_apply_commands(tmp_path, monkeypatch):
+    synthetic_logits(tmp_path / "a.npz")
+    config = byo_config(tmp_path, {"net_a": {"source": "logits", "path": "a.npz"}},
+                        calibrators=["uncalibrated", "temperature_scaling", "dirichlet_l2"])
+    target = "results/byo/probabilities/mydata/net_a/temperature_scaling/seed0.npz"
+    result = run_snakemake(tmp_path, target, "--configfile", str(config))
+    assert result.returncode == 0, result.stderr[-3000:]
+    ran = {line.split()[1].rstrip(":") for line in result.stderr.splitlines() if line.startswith(("rule ", "localrule "))}
+    assert ran == {"logits_request", "logits", "split", "fit_calibrators", "probabilities"}, ran
+    assert not (tmp_path / "results/byo/calibrators/mydata/net_a/dirichlet_l2").exists()
+    assert not (tmp_path / "results/byo/metrics.csv").exists() and not (tmp_path / "reports").exists()
+    # the file of `calibrepro apply <json> <logits> --split <split> --half test`, run where the workflow ran
+    monkeypatch.chdir(tmp_path)
+    calibrator = "results/byo/calibrators/mydata/net_a/temperature_scaling/seed0.json"
+    logits = "results/byo/logits/mydata/net_a.npz"
+    split = "results/byo/splits/mydata/seed0.npz"
+    assert cli.main(["apply", calibrator, logits, "--split", split, "--half", "test", "-o", "mine.npz"]) == 0
+    task = task_of("classification")
+    [test] = task.halves(logits, split, "test")
+    scored = task.predict(load_calibrator(calibrator, "temperature_scaling"), test)  # what evaluate_step scores
+    with np.load(target, allow_pickle=False) as pipeline, np.load("mine.npz", allow_pickle=False) as mine:
+        assert sorted(pipeline.files) == sorted(mine.files) == ["labels", "metadata", "probabilities", "rows"]
+        assert all(pipeline[name].tobytes() == mine[name].tobytes() for name in pipeline.files)  # bit for bit
+        assert pipeline["probabilities"].tobytes() == scored.tobytes()
+    assert "calibrated probabilities of 200 rows of the test half" in (
+        tmp_path / "results/byo/logs/probabilities/mydata/net_a/temperature_scaling/seed0.log").read_text()
+    # report.export_probabilities makes every model's, method's and seed's file a target of the run
+    config = byo_config(tmp_path, {"net_a": {"source": "logits", "path": "a.npz"}}, split={"seeds": [0, 1]},
+                        calibrators=["uncalibrated", "temperature_scaling"], report={"export_probabilities": True})
+    result = run_snakemake(tmp_path, "--configfile", str(config), "--dry-run")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert re.search(r"^probabilities\s+3$", result.stdout + result.stderr, flags=re.M), result.stdout[-3000:]
 
 
 @pytest.mark.parametrize(
@@ -246,15 +325,15 @@ def test_a_configuration_reports_only_its_own_outputs(tmp_path):
     result = run_snakemake(tmp_path, "--configfile", str(config))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "calibrepro: removed 2 output(s) of an earlier run" in result.stderr
-    byo_tables = ["ece.md", "ece.tex", "ranks.md"]  # the ranks: uncertainty is on by default
+    byo_tables = ["ece.md", "ece.tex", "parameters.md", "parameters.tex", "ranks.md"]  # ranks: uncertainty is on by default
     assert sorted(p.name for p in (tmp_path / "reports/byo/tables").iterdir()) == byo_tables
-    assert "reports/byo/tables/  (3 files)" in result.stderr
+    assert "reports/byo/tables/  (5 files)" in result.stderr
     # another configuration in the same folder: folders of its own, the first one's left alone
     other = write_config(tmp_path / "other.yaml", {"models": {"theirs": models}, "metrics": ["nll"]})
     result = run_snakemake(tmp_path, "--configfile", str(other))
     assert result.returncode == 0, result.stderr[-3000:]
     summary = result.stderr[result.stderr.index("calibrepro: finished. Outputs:"):]
-    assert "reports/other/tables/  (3 files)" in summary and "byo" not in summary
+    assert "reports/other/tables/  (5 files)" in summary and "byo" not in summary
     assert sorted(p.name for p in (tmp_path / "reports/byo/tables").iterdir()) == byo_tables
     assert set(pd.read_csv(tmp_path / "results/other/metrics.csv")["dataset"]) == {"theirs"}
 

@@ -19,9 +19,8 @@ import torch
 from calibrepro import datasets
 from calibrepro.download import fetch
 from calibrepro.io import load_logits
-from calibrepro.zoo import LogitsRequest, get_source
+from calibrepro.zoo import LogitsRequest, ModelSourceError, get_source
 from calibrepro.zoo import chenyaofo
-from calibrepro.zoo._pretrained import ModelSourceError
 from servers import cifar_tarball_bytes, random_cifar, serve_original_code
 
 THESIS_CIFAR100 = [

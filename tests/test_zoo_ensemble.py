@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 from scipy.special import softmax
 
+from calibrepro.averaging import log_mean_softmax
 from calibrepro.config import ConfigError, load_schema, validate_config
 from calibrepro.io import LogitsFileError, load_logits, save_logits
-from calibrepro.zoo import LogitsRequest, get_source
-from calibrepro.zoo.ensemble import check_ensembles, log_mean_softmax
+from calibrepro.zoo import LogitsRequest, ModelSourceError, get_source
+from calibrepro.zoo.ensemble import check_ensembles
 
 SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -96,8 +97,10 @@ def test_check_ensembles_names_the_key(ensemble, message):
         },
         "e": {"zz": {"source": "train"}},
     }
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(ModelSourceError, match=message):
         check_ensembles(models)
+    with pytest.raises(ConfigError, match=message):  # the configuration's validation checks the members too
+        validate_config({"models": models}, load_schema(SCHEMA))
 
 
 def test_schema_requires_two_members():

@@ -17,9 +17,8 @@ import torch
 from calibrepro import datasets
 from calibrepro.download import fetch, parse_checksum
 from calibrepro.io import load_logits
-from calibrepro.zoo import LogitsRequest, get_source
+from calibrepro.zoo import LogitsRequest, ModelSourceError, get_source
 from calibrepro.zoo import huyvnphan
-from calibrepro.zoo._pretrained import ModelSourceError
 from servers import cifar_tarball_bytes, random_cifar, serve_original_code, sha256_hex
 
 THESIS_CIFAR10 = [

@@ -9,17 +9,10 @@ import numpy as np
 import pytest
 import torch
 
+from calibrepro import determinism
 from calibrepro.download import fetch
-from calibrepro.inference import (
-    CheckpointError,
-    UnsafeCheckpointError,
-    environment,
-    inference_settings,
-    load_weights,
-    predict,
-    select_device,
-    strip_prefix,
-)
+from calibrepro.checkpoints import CheckpointError, UnsafeCheckpointError, load_weights, strip_prefix
+from calibrepro.inference import environment, inference_settings, predict, predict_array, select_device
 from calibrepro.zoo import Download, akamaster, get_source
 from servers import REALDATA
 
@@ -66,10 +59,27 @@ def test_device_selection():
 
 def test_settings_and_environment():
     assert inference_settings({}) == {"device": "auto", "batch_size": 256, "workers": 2, "amp": False,
-                                     "preprocessing": "batched"}
+                                     "preprocessing": "batched", "threads": 2}
     assert inference_settings({"inference": {"batch_size": 8}})["batch_size"] == 8
     info = environment(torch.device("cpu"))
     assert info["torch"] == torch.__version__ and {"torchvision", "timm", "numpy", "device_name"} <= set(info)
+    # the kernels the logits were computed on (calibrepro.determinism)
+    assert info["kernels"]["pinned"] == dict(sorted(determinism.pin_kernels().items()))
+
+
+def test_cpu_logits_run_on_the_configured_thread_count():
+    """inference.threads, not the machine's cores, sets torch's threads of a forward pass (the logits depend on it)."""
+    seen = []
+
+    class Probe(torch.nn.Module):
+        def forward(self, x):
+            seen.append(torch.get_num_threads())
+            return x.flatten(1)[:, :3]
+
+    images = np.zeros((4, 2, 2, 3), dtype=np.uint8)
+    before = torch.get_num_threads()
+    predict_array(Probe(), images, [0.0] * 3, [1.0] * 3, threads=3, progress=False)
+    assert seen == [3] and torch.get_num_threads() == before
 
 
 def test_load_weights_reads_plain_and_akamaster_style_checkpoints(tmp_path):

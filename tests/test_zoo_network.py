@@ -17,8 +17,7 @@ from calibrepro import evaluation_sets
 from calibrepro.datasets import DatasetError
 from calibrepro.download import ChecksumError, fetch, rewrite_url
 from calibrepro.io import load_logits
-from calibrepro.zoo import LogitsRequest, get_source
-from calibrepro.zoo._pretrained import ModelSourceError
+from calibrepro.zoo import LogitsRequest, ModelSourceError, get_source
 from servers import sha256_hex
 
 

@@ -14,9 +14,8 @@ import torch
 from calibrepro import datasets
 from calibrepro.datasets import DatasetError
 from calibrepro.io import load_logits
-from calibrepro.zoo import LogitsRequest, get_source
+from calibrepro.zoo import LogitsRequest, ModelSourceError, get_source
 from calibrepro.zoo import timm_models
-from calibrepro.zoo._pretrained import ModelSourceError
 from servers import original_code_dir
 
 timm = pytest.importorskip("timm")

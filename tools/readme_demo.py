@@ -1,13 +1,14 @@
-"""Keep every demo number README.md quotes equal to what ``make demo`` produced.
+"""Keep every demo number the documents quote equal to what ``make demo`` produced.
 
-    python tools/readme_demo.py [--root DIR] [--readme FILE]           # rewrite the quoted blocks
-    python tools/readme_demo.py --check [--root DIR] [--readme FILE]   # exit 1 naming each stale block
+    python tools/readme_demo.py [--root DIR]           # rewrite the quoted blocks
+    python tools/readme_demo.py --check [--root DIR]   # exit 1 naming each stale block
 
-The README marks each quote of the demo's output with ``<!-- demo:NAME -->`` ... ``<!-- /demo:NAME -->``;
-everything between the two markers is generated here from the demo's files under ``DIR`` (default:
-the current directory, where ``make demo`` writes ``results/demo/`` and ``reports/demo/``), printed as
-the pipeline's own tables print it, so the comparison is at the printed digit. tests/test_workflow.py
-runs ``--check`` on the demo run of its end-to-end test.
+README.md and docs/statistics.md mark each quote of the demo's output with ``<!-- demo:NAME -->`` ...
+``<!-- /demo:NAME -->`` (:data:`BLOCKS` says which document holds which); everything between the two
+markers is generated here from the demo's files under ``DIR`` (default: the current directory, where
+``make demo`` writes ``results/demo/`` and ``reports/demo/``), printed as the pipeline's own tables print
+it, so the comparison is at the printed digit. tests/test_workflow.py runs the check on the demo run
+of its end-to-end test.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from calibrepro.report.size_study import read_size_study
 from calibrepro.report.tables import format_cell
 from calibrepro.report.uncertainty_files import read_intervals
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+REPOSITORY = Path(__file__).resolve().parents[1]
 #: the thesis's six columns of the demo's ECE table (its other methods stay in reports/demo/tables/ece.md)
 ECE_METHODS = ["uncalibrated", "histogram_binning", "isotonic", "temperature_scaling", "vector_scaling",
                "vector_scaling_bias"]
@@ -35,7 +36,7 @@ INTERVAL_METHODS = ["uncalibrated", "isotonic", "temperature_scaling"]
 
 
 class DemoOutputError(Exception):
-    """A demo output or a README marker is missing or not as expected."""
+    """A demo output or a document's marker is missing or not as expected."""
 
 
 def _read(path: Path) -> str:
@@ -137,58 +138,89 @@ def size_study_sentence(root: Path, layout: Layout) -> str:
     return _wrap(sentence)
 
 
-BLOCKS = {"ece-table": ece_table, "intervals": intervals_table, "size-study": size_study_sentence}
+#: block name -> (the document that quotes it, relative to the repository; what generates it)
+BLOCKS = {
+    "ece-table": ("README.md", ece_table),
+    "intervals": ("docs/statistics.md", intervals_table),
+    "size-study": ("docs/statistics.md", size_study_sentence),
+}
 
 
 def generate(root: Path) -> dict[str, str]:
     """Every block's text, generated from the demo's outputs under ``root``."""
     layout = Layout.named("demo")
-    return {name: build(Path(root), layout) for name, build in BLOCKS.items()}
+    return {name: build(Path(root), layout) for name, (_, build) in BLOCKS.items()}
+
+
+def documents(blocks: dict[str, str]) -> dict[str, dict[str, str]]:
+    """The generated blocks grouped by the document that quotes them."""
+    grouped: dict[str, dict[str, str]] = {}
+    for name, text in blocks.items():
+        grouped.setdefault(BLOCKS[name][0], {})[name] = text
+    return grouped
 
 
 def _pattern(name: str) -> re.Pattern:
     return re.compile(rf"(<!-- demo:{name} -->\n)(.*?)(<!-- /demo:{name} -->)", re.DOTALL)
 
 
-def rewrite(readme: str, blocks: dict[str, str]) -> tuple[str, list[str]]:
-    """``readme`` with each block replaced by its generated text, and the names of the blocks that changed."""
+def rewrite(text: str, blocks: dict[str, str]) -> tuple[str, list[str]]:
+    """A document's ``text`` with each block replaced by its generated text, and the names of the blocks that changed."""
     stale = []
     for name, body in blocks.items():
         pattern = _pattern(name)
-        found = pattern.search(readme)
+        found = pattern.search(text)
         if found is None:
-            raise DemoOutputError(f"README.md has no block <!-- demo:{name} --> ... <!-- /demo:{name} -->")
-        text = f"\n{body}\n\n"  # blank lines around it: Markdown ends a table or paragraph there
-        if found.group(2) != text:
+            raise DemoOutputError(f"no block <!-- demo:{name} --> ... <!-- /demo:{name} --> in the document")
+        quoted = f"\n{body}\n\n"  # blank lines around it: Markdown ends a table or paragraph there
+        if found.group(2) != quoted:
             stale.append(name)
-        readme = readme[: found.start(2)] + text + readme[found.end(2):]
-    return readme, stale
+        text = text[: found.start(2)] + quoted + text[found.end(2):]
+    return text, stale
 
 
-def check(readme_path: Path, root: Path) -> list[str]:
-    """Names of the README's demo blocks that differ from the demo's outputs under ``root``."""
-    return rewrite(Path(readme_path).read_text(encoding="utf-8"), generate(root))[1]
+def _updated(repository: Path, root: Path) -> dict[Path, tuple[str, list[str]]]:
+    """Per document: its text with every block regenerated, and the names of its stale blocks."""
+    out = {}
+    for document, blocks in documents(generate(root)).items():
+        path = repository / document
+        try:
+            out[path] = rewrite(path.read_text(encoding="utf-8"), blocks)
+        except DemoOutputError as error:
+            raise DemoOutputError(f"{path}: {error}") from None
+    return out
+
+
+def check(root: Path, repository: Path = REPOSITORY) -> list[str]:
+    """Names of the documents' demo blocks that differ from the demo's outputs under ``root``."""
+    return [name for _, stale in _updated(Path(repository), Path(root)).values() for name in stale]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a block is stale")
     parser.add_argument("--root", type=Path, default=Path.cwd(), help="folder holding results/demo, reports/demo")
-    parser.add_argument("--readme", type=Path, default=README)
+    parser.add_argument("--repository", type=Path, default=REPOSITORY, help="checkout whose documents quote the demo")
     args = parser.parse_args(argv)
     try:
-        text, stale = rewrite(args.readme.read_text(encoding="utf-8"), generate(args.root))
+        updated = _updated(args.repository, args.root)
     except DemoOutputError as error:
         print(f"readme_demo: {error}", file=sys.stderr)
         return 2
+    for path, (text, stale) in updated.items():
+        if args.check:
+            for name in stale:
+                print(f"readme_demo: {path}: block demo:{name} does not match the demo's output under "
+                      f"{args.root}; run `python tools/readme_demo.py` after `make demo` to rewrite it",
+                      file=sys.stderr)
+        elif stale:
+            write_text(path, text)
+            print(f"readme_demo: {', '.join(stale)} rewritten in {path}")
+    stale = [name for _, names in updated.values() for name in names]
     if args.check:
-        for name in stale:
-            print(f"readme_demo: {args.readme}: block demo:{name} does not match the demo's output under "
-                  f"{args.root}; run `python tools/readme_demo.py` after `make demo` to rewrite it", file=sys.stderr)
         return 1 if stale else 0
-    if stale:
-        write_text(args.readme, text)
-    print(f"readme_demo: {', '.join(stale) or 'no block'} rewritten in {args.readme}")
+    if not stale:
+        print("readme_demo: every block is up to date")
     return 0
 
 

@@ -21,6 +21,7 @@ from scipy import special
 from threadpoolctl import threadpool_limits
 
 from calibrepro import metrics as M
+from calibrepro.metrics.bins import check_inputs
 from calibrepro.resampling import Resampling
 
 #: count matrices are processed in blocks of about this many entries (bounds memory: 64 MB of
@@ -258,4 +259,61 @@ def paired_differences(
         jack = None if jackknife is None else jackknife[name] - jackknife[best]
         bounds = interval(values - replicates[best], difference, level, method, jack)
         out[name] = (difference, bounds.low, bounds.high)
+    return out
+
+
+@dataclass(frozen=True)
+class MetricInterval:
+    """A metric's estimate on the whole sample and its bootstrap interval (:func:`metric_intervals`).
+
+    ``centre``: the estimate the interval belongs to (:attr:`Interval.centre`); ``interval``: its method;
+    ``level`` and ``resamples`` (B) as asked.
+    """
+
+    estimate: float
+    low: float
+    high: float
+    centre: float
+    interval: str
+    level: float
+    resamples: int
+
+
+def metric_intervals(probs, labels, names: Sequence[str] = ("accuracy", "brier", "ece", "mce", "nll"), *,
+                     bins: int = 15, resamples: int = 1000, level: float = 0.95, interval: str = "auto",
+                     seed=0) -> dict[str, MetricInterval]:
+    """``{metric: MetricInterval}``: each metric of ``names`` on ``probs`` (N, K) and ``labels`` (N,), with its
+    bootstrap interval, as the pipeline's bootstrap step computes one cell.
+
+    The estimates are :func:`calibrepro.metrics.compute_metrics` (equal to ``metrics.csv``'s); the replicates
+    are the metrics on ``resamples`` multinomial resamples of the N rows (:func:`resample_counts` seeded with
+    ``seed``, an int or a ``numpy.random.SeedSequence``); the interval of each metric is ``interval``
+    (:data:`INTERVAL_METHODS`, or ``auto``: the metric's own, :func:`interval_method`; BCa with its
+    grouped jackknife) at ``level``, clipped to the metric's range (:func:`interval`).
+    """
+    _check_level(level)
+    estimates = M.compute_metrics(probs, labels, names, bins=bins)
+    p, y = check_inputs(probs, labels)
+    jackknifed = [name for name in names if interval_method(name, interval) == "bca"]
+    jackknife = jackknife_values(p, y, jackknifed, bins=bins) if jackknifed else {}
+    counts = resample_counts(len(y), resamples, seed)
+    replicates = bootstrap_replicates([("probs", p)], y, names, counts, bins=bins)["probs"]
+    return intervals_from(estimates, replicates, level, interval, jackknife=jackknife)
+
+
+def intervals_from(estimates: Mapping[str, float], replicates: Mapping[str, np.ndarray], level: float,
+                   interval: str = "auto", *, jackknife: Mapping[str, np.ndarray] | None = None,
+                   task: str | None = None) -> dict[str, MetricInterval]:
+    """``{metric: MetricInterval}`` of every metric of ``estimates`` (of ``task``'s registry) from its (B,)
+    ``replicates``: the ``interval`` method (``auto``: the metric's own; BCa needs its ``jackknife`` values)
+    at ``level``, clipped to the metric's range."""
+    _check_level(level)
+    out = {}
+    for name, estimate in estimates.items():
+        method = interval_method(name, interval, task)
+        spec = M.spec(name, task)
+        bounds = clip(_interval(replicates[name], estimate, level, method, (jackknife or {}).get(name)),
+                      *(spec.bounds if spec is not None else (None, None)))
+        out[name] = MetricInterval(float(estimate), bounds.low, bounds.high, bounds.centre, method, float(level),
+                                   int(len(replicates[name])))
     return out

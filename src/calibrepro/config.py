@@ -169,6 +169,7 @@ def validate_config(config: dict, schema: dict) -> dict:
     _check_cross_references(config)
     _check_shifts(config)
     _check_uncertainty(config)
+    _check_ensembles(config)
     return config
 
 
@@ -200,6 +201,17 @@ def _check_cross_references(config: dict) -> None:
         dataset, model = target.split("/", 1)
         if model not in models.get(dataset, {}):
             raise ConfigError(f"report.figures.{name}: {target} is not a configured model (models.{dataset}.{model})")
+
+
+def _check_ensembles(config: dict) -> None:
+    """Every ``source: ensemble`` entry names other, non-ensemble models of its own data set."""
+    from calibrepro.zoo import ModelSourceError
+    from calibrepro.zoo.ensemble import check_ensembles
+
+    try:
+        check_ensembles(config["models"])
+    except ModelSourceError as error:
+        raise ConfigError(str(error)) from None
 
 
 def _check_uncertainty(config: dict) -> None:

@@ -26,6 +26,9 @@ Checksum forms (``Download.checksum``):
 
 URLs are redirected with ``mirrors`` (``{url prefix: replacement prefix}``, longest prefix wins);
 the checksum stays the one of the original pin, so a mirror can serve only byte-identical files.
+A replacement without a URL scheme is a local folder (or file) for air-gapped use: e.g.
+``{"https://archive.ics.uci.edu/ml/machine-learning-databases/communities/": "/data/uci/communities/"}``
+copies ``/data/uci/communities/communities.data`` through its ``file://`` URL, checked like a download.
 Google Drive URLs (``drive.google.com``, ``drive.usercontent.google.com``) are downloaded with
 ``gdown``, which handles Drive's confirmation page for large files; every other URL with urllib.
 """
@@ -161,14 +164,18 @@ def verify_checksum(path: str | Path, checksum: str, url: str | None = None, sav
 
 
 def rewrite_url(url: str, mirrors: Mapping[str, str] | None) -> str:
-    """Apply the longest matching mirror prefix of ``mirrors`` to ``url``."""
+    """Apply the longest matching mirror prefix of ``mirrors`` to ``url``; a replacement without a scheme
+    (``/data/uci/``, ``~/mirror/``, ``copies/``) is a local path, returned as its absolute ``file://`` URL."""
     if not mirrors:
         return url
     matches = [prefix for prefix in mirrors if url.startswith(prefix)]
     if not matches:
         return url
     prefix = max(matches, key=len)
-    return mirrors[prefix] + url[len(prefix):]
+    target = mirrors[prefix] + url[len(prefix):]
+    if "://" not in mirrors[prefix]:
+        return Path(urllib.parse.unquote(target)).expanduser().resolve().as_uri()
+    return target
 
 
 def _file_mode() -> int:
@@ -303,6 +310,10 @@ def fetch(
             return destination
         except ChecksumError:
             _logger.warning("%s exists but does not match %s; downloading it again", destination, download.checksum)
+    local = urllib.parse.urlsplit(url)
+    if local.scheme == "file" and not Path(urllib.request.url2pathname(local.path)).is_file():
+        raise DownloadError(f"{urllib.request.url2pathname(local.path)}: no such file, the local copy of "
+                            f"{download.url} that downloads.mirrors names")
     tmp = new_part_file(destination)
     try:
         for attempt in range(retries + 1):

@@ -2,7 +2,10 @@
 
 Settings come from the config section ``inference``: ``device`` (auto: the first GPU when CUDA is
 available, else the CPU; or cpu, cuda, cuda:N), ``batch_size``, ``workers`` (DataLoader worker
-processes) and ``amp`` (float16 autocast on CUDA only, off by default). With ``amp`` off the GPU runs
+processes), ``amp`` (float16 autocast on CUDA only, off by default) and ``threads`` (torch's threads
+on the CPU, 2 by default: oneDNN splits a convolution by the thread count, so a ResNet-18's float32
+logits differed between 1, 2, 3 and 4 threads; a fixed count gives the same bytes on any number of
+cores, docs/reproducibility.md). With ``amp`` off the GPU runs
 in full float32 (TF32 disabled for matmuls and convolutions), so that logits computed on a GPU and
 on a CPU agree to float32 rounding. Logits are returned as float32 in dataset order.
 
@@ -19,13 +22,16 @@ from __future__ import annotations
 import platform
 import sys
 from contextlib import contextmanager, nullcontext
-from pathlib import Path
 
 import numpy as np
 import torch
 
+from calibrepro import determinism
+from calibrepro.determinism import seeded, torch_threads
+from calibrepro.training.networks import set_dropout
+
 #: defaults of the config section ``inference`` (the schema documents each key)
-DEFAULTS = {"device": "auto", "batch_size": 256, "workers": 2, "amp": False, "preprocessing": "batched"}
+DEFAULTS = {"device": "auto", "batch_size": 256, "workers": 2, "amp": False, "preprocessing": "batched", "threads": 2}
 
 
 def inference_settings(config: dict) -> dict:
@@ -78,24 +84,26 @@ def _full_precision(device: torch.device, amp: bool):
 
 def _mc_seed(mc_dropout: int | None, seed: int, device: torch.device):
     """The seeded block of MC-Dropout's masks (nothing to seed without it)."""
-    from calibrepro.training.trainer import seeded
-
     return seeded(seed, device) if mc_dropout else nullcontext()
 
 
 @contextmanager
-def _running(model: torch.nn.Module, device: torch.device, amp: bool, mc_dropout: int | None, seed: int):
+def _running(model: torch.nn.Module, device: torch.device, amp: bool, mc_dropout: int | None, seed: int, threads: int):
     """``model`` on ``device`` in eval mode (its dropout layers on for MC-Dropout, with seeded masks), without
-    autograd, in full float32 unless ``amp``; yields the autocast context of each forward pass."""
-    from calibrepro.training.trainer import set_dropout
-
+    autograd, in full float32 unless ``amp``, on ``threads`` CPU threads; yields the autocast context of each
+    forward pass."""
     model.to(device).eval()
     if mc_dropout:
         set_dropout(model, True)
     use_amp = bool(amp) and device.type == "cuda"
     autocast = torch.autocast(device_type="cuda", dtype=torch.float16) if use_amp else nullcontext()
     try:
-        with _full_precision(device, use_amp), torch.inference_mode(), _mc_seed(mc_dropout, seed, device):
+        with (
+            _full_precision(device, use_amp),
+            torch_threads(threads),
+            torch.inference_mode(),
+            _mc_seed(mc_dropout, seed, device),
+        ):
             yield autocast
     finally:
         if mc_dropout:
@@ -130,13 +138,15 @@ def predict(
     desc: str = "logits",
     mc_dropout: int | None = None,
     seed: int = 0,
+    threads: int = DEFAULTS["threads"],
 ) -> np.ndarray:
     """Logits ``(N, K)`` float32 of ``model`` on every item ``(input, label)`` of ``dataset``, in order.
 
     With ``mc_dropout = T`` (MC-Dropout, Gal & Ghahramani 2016), every batch goes through the network
     T times with its dropout layers on (the rest, batch norm included, in eval mode) and the result
     is ``log(1/T sum_t softmax(z_t))``, computed in float64 like an ensemble's
-    (:func:`calibrepro.zoo.ensemble.log_mean_softmax`); the dropout masks are seeded with ``seed``.
+    (:func:`calibrepro.averaging.log_mean_softmax`); the dropout masks are seeded with ``seed``.
+    ``threads``: torch's CPU threads (module docstring).
     """
     from tqdm.auto import tqdm
 
@@ -152,7 +162,7 @@ def predict(
     )
     outputs = []
     try:
-        with _running(model, device, amp, mc_dropout, seed) as autocast:
+        with _running(model, device, amp, mc_dropout, seed, threads) as autocast:
             for inputs, _ in tqdm(loader, desc=desc, unit="batch", disable=not progress, file=sys.stderr):
                 outputs.append(_forward(model, inputs.to(device, non_blocking=True), autocast, mc_dropout).cpu())
     except ValueError as error:
@@ -180,13 +190,14 @@ def predict_array(
     desc: str = "logits",
     mc_dropout: int | None = None,
     seed: int = 0,
+    threads: int = DEFAULTS["threads"],
 ) -> np.ndarray:
     """Logits ``(N, K)`` float32 of ``model`` on ``images`` ``(N, H, W, C)`` uint8, preprocessed on the device.
 
     Each batch is ``(x / 255 - mean) / std`` in float32, channel first: element for element the
     operations of ``transforms.ToTensor()`` then ``transforms.Normalize(mean, std)``, so the inputs
     equal the reference path's bit for bit on the same device (checked in tests/test_zoo_inference.py).
-    ``mc_dropout`` and ``seed`` as in :func:`predict`.
+    ``mc_dropout``, ``seed`` and ``threads`` as in :func:`predict`.
     """
     from tqdm.auto import tqdm
 
@@ -207,7 +218,7 @@ def predict_array(
     full_scale = torch.full((), 255.0, dtype=torch.float32, device=device)
     outputs = []
     batches = range(0, len(pixels), batch_size)
-    with _running(model, device, amp, mc_dropout, seed) as autocast:
+    with _running(model, device, amp, mc_dropout, seed, threads) as autocast:
         for start in tqdm(batches, desc=desc, unit="batch", disable=not progress, file=sys.stderr):
             batch = pixels[start : start + batch_size].to(device).permute(0, 3, 1, 2).contiguous()
             inputs = batch.to(torch.float32).div(full_scale).sub(mean_t).div(std_t)
@@ -231,6 +242,7 @@ def environment(device: torch.device) -> dict:
         "platform": platform.platform(),
         "device": str(device),
         "device_name": device_name(device),
+        "kernels": determinism.describe(),
     }
     for package in ("torchvision", "timm"):
         try:
@@ -241,56 +253,3 @@ def environment(device: torch.device) -> dict:
         info["cuda"] = torch.version.cuda
         info["cudnn"] = torch.backends.cudnn.version()
     return info
-
-
-class CheckpointError(ValueError):
-    """A weights file cannot be loaded (not a PyTorch checkpoint, or an unsafe one)."""
-
-
-class UnsafeCheckpointError(CheckpointError):
-    """A checkpoint holds pickled objects other than tensors and plain containers; it was not loaded."""
-
-
-def load_weights(source: str | Path | bytes, name: str | None = None):
-    """``torch.load`` a checkpoint (a path, or the bytes of an archive member) onto the CPU.
-
-    Always ``weights_only=True``: torch unpickles only tensors, plain containers and numbers, so a
-    crafted file cannot run code. This is never relaxed, as a file pinned by a short hash prefix, an
-    unpinned archive or a mirror could have been replaced. Every original checkpoint the zoo pins
-    loads this way (akamaster's ``.th`` files are a dict of a ``state_dict`` and a float
-    ``best_prec1``; the others are plain state dicts), so no extra class is allowed.
-
-    ``name`` names ``source`` in errors (give it for bytes, e.g. ``archive.zip:member``). Raises
-    :class:`UnsafeCheckpointError` when the file holds anything else, :class:`CheckpointError` when
-    it is no PyTorch checkpoint; both name the file.
-    """
-    import io
-    import pickle
-    import re
-
-    is_bytes = isinstance(source, (bytes, bytearray))
-    shown = name or ("checkpoint bytes" if is_bytes else str(source))
-    try:
-        return torch.load(io.BytesIO(source) if is_bytes else source, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as error:
-        found = re.search(r"GLOBAL ([\w.]+)", str(error))
-        if found is None:
-            raise CheckpointError(
-                f"{shown}: not a readable PyTorch checkpoint (the weights-only unpickler cannot parse it); "
-                "delete the file and download it again"
-            ) from None
-        raise UnsafeCheckpointError(
-            f"{shown}: refusing to unpickle this checkpoint: it holds a pickled {found.group(1)}, not only "
-            "tensors and plain containers, and loading it could run arbitrary code. Delete the file and "
-            "fetch the original (check downloads.mirrors if it came from a mirror)."
-        ) from None
-    except (RuntimeError, KeyError, EOFError, ValueError) as error:
-        raise CheckpointError(
-            f"{shown}: not a readable PyTorch checkpoint ({type(error).__name__}: {str(error)[:200]}); "
-            "delete the file and download it again"
-        ) from None
-
-
-def strip_prefix(state_dict: dict, prefix: str = "module.") -> dict:
-    """Remove a ``DataParallel`` prefix from every key that has it."""
-    return {(key[len(prefix):] if key.startswith(prefix) else key): value for key, value in state_dict.items()}

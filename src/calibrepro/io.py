@@ -107,24 +107,66 @@ def write_text(path: str | os.PathLike, text: str) -> None:
         tmp.write_text(text, encoding="utf-8")
 
 
+class NonFiniteValueError(ValueError):
+    """A writer was handed NaN or an infinity; the message names the file and the key or row (nothing is written)."""
+
+
+def _non_finite_key(data, key: str = "") -> str | None:
+    """The path (``a.b[3]``) of the first NaN or infinite float in JSON-like ``data``, or None."""
+    if isinstance(data, (float, np.floating)):
+        return None if np.isfinite(data) else key or "<top level>"
+    if isinstance(data, dict):
+        items = ((f"{key}.{k}" if key else str(k), v) for k, v in data.items())
+    elif isinstance(data, (list, tuple)):
+        items = ((f"{key}[{i}]", v) for i, v in enumerate(data))
+    else:
+        return None
+    return next((found for k, v in items if (found := _non_finite_key(v, k)) is not None), None)
+
+
 def write_json(path: str | os.PathLike, data) -> None:
-    """Write ``data`` as indented JSON with sorted keys (byte-stable for equal data)."""
+    """Write ``data`` as indented JSON with sorted keys (byte-stable for equal data).
+
+    Refuses NaN and infinities (JSON has none) with :class:`NonFiniteValueError` naming the file and the key.
+    """
+    bad = _non_finite_key(data)
+    if bad is not None:
+        raise NonFiniteValueError(f"{path}: refusing to write a NaN or infinite value at {bad}; nothing was written")
     write_text(path, json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
-def tidy_csv(columns, rows) -> str:
+def tidy_csv(columns, rows, where: str | os.PathLike = "a CSV file") -> str:
     """CSV text of ``rows`` under the header ``columns``, one line per row.
 
     Floats are written with ``repr`` (the shortest exact round trip), so equal values give equal
     bytes and reading the file back gives the same doubles. Every tidy table of the pipeline
     (metrics, intervals, comparisons, size study) is written through here by its owning module.
+    A NaN or infinite float raises :class:`NonFiniteValueError` naming ``where`` (the file), the line
+    and the row.
     """
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(columns)
-    for row in rows:
-        writer.writerow([repr(float(v)) if isinstance(v, (float, np.floating)) else v for v in row])
+    for line, row in enumerate(rows, start=2):
+        cells = []
+        for i, v in enumerate(row):
+            if isinstance(v, (float, np.floating)):
+                if not np.isfinite(v):
+                    shown = ", ".join(f"{c}={x}" for c, x in zip(columns, row))
+                    column = columns[i] if i < len(columns) else i
+                    raise NonFiniteValueError(
+                        f"{where}: refusing to write {float(v)!r} in column {column!r} of line {line} ({shown}); "
+                        "nothing was written"
+                    )
+                v = repr(float(v))
+            cells.append(v)
+        writer.writerow(cells)
     return buffer.getvalue()
+
+
+def write_csv(path: str | os.PathLike, columns, rows) -> None:
+    """Write the tidy CSV of ``rows`` (:func:`tidy_csv`) atomically; NaN or infinity refused, naming ``path``."""
+    write_text(path, tidy_csv(columns, rows, where=path))
 
 
 def read_tidy_csv(path, columns, error=ValueError) -> Iterator[tuple[int, dict]]:
@@ -175,7 +217,7 @@ class Logits:
     """Logits of one model on one evaluation set, with the true labels."""
 
     logits: np.ndarray  # (N, K) float32
-    labels: np.ndarray  # (N,) int64
+    labels: np.ndarray | None  # (N,) int64; None for an archive read with ``labels=False`` that has none
     metadata: dict = field(default_factory=dict)
 
     @property
@@ -183,9 +225,8 @@ class Logits:
         return self.logits.shape[1]
 
 
-def _check_shapes(logits, labels, where: str) -> np.ndarray:
-    """Check the shape and dtype of the logits (without reading them) and the labels; return the labels."""
-    labels = np.asarray(labels)
+def _check_shapes(logits, labels, where: str) -> np.ndarray | None:
+    """Check the shape and dtype of the logits (without reading them) and the labels (if any); return the labels."""
     if logits.ndim != 2:
         raise LogitsFileError(f"{where}: 'logits' must be a 2-D array (N, K), got shape {logits.shape}")
     n, k = logits.shape
@@ -193,6 +234,9 @@ def _check_shapes(logits, labels, where: str) -> np.ndarray:
         raise LogitsFileError(f"{where}: 'logits' needs at least 2 samples and 2 classes, got shape {logits.shape}")
     if not np.issubdtype(logits.dtype, np.floating):
         raise LogitsFileError(f"{where}: 'logits' must hold floating-point numbers, got dtype {logits.dtype}")
+    if labels is None:
+        return None
+    labels = np.asarray(labels)
     if labels.ndim != 1:
         raise LogitsFileError(f"{where}: 'labels' must be a 1-D array (N,), got shape {labels.shape}")
     if labels.shape[0] != n:
@@ -221,7 +265,7 @@ def validate_logits(logits, labels, where: str = "logits", rows=None) -> Logits:
     logits = logits if isinstance(logits, np.ndarray) else np.asarray(logits)
     labels = _check_shapes(logits, labels, where)
     if rows is None:
-        rows = np.arange(len(labels))
+        rows = np.arange(logits.shape[0])
         # a mapped file is read into memory (never kept as a view of the file); an array is only cast
         mapped = isinstance(logits, np.memmap)
         logits = np.array(logits, dtype=np.float32) if mapped else logits.astype(np.float32, copy=False)
@@ -234,7 +278,7 @@ def validate_logits(logits, labels, where: str = "logits", rows=None) -> Logits:
         raise LogitsFileError(
             f"{where}: 'logits' holds NaN or infinite values in {bad_rows.size} row(s), first at row {bad_rows.min()}"
         )
-    return Logits(logits, labels[rows])
+    return Logits(logits, None if labels is None else labels[rows])
 
 
 #: the largest array a logits archive may declare (elements): 2**32 float32 values are 16 GiB, far above
@@ -303,18 +347,19 @@ def _check_archive(path: Path) -> dict[str, tuple]:
     return stored
 
 
-def load_logits(path: str | os.PathLike, rows=None) -> Logits:
+def load_logits(path: str | os.PathLike, rows=None, *, labels: bool = True) -> Logits:
     """Read and validate a logits archive (``.npz`` with arrays ``logits`` and ``labels``).
 
-    ``rows`` (sample indices, e.g. one half of a split) reads only those samples.  The logits of an
+    ``rows`` (sample indices, e.g. one half of a split) reads only those samples. ``labels=False``
+    also reads an archive without labels (new data to calibrate): its :attr:`Logits.labels` is None.  The logits of an
     uncompressed archive (``numpy.savez``, as the pipeline writes them) are memory-mapped, so only
     the rows asked for are read from the page cache: at ImageNet's 50,000 x 1,000 one half takes
     0.03 s instead of 0.1-0.7 s for reading the whole array through the zip reader (measured on the
     2-core build machine), and half the memory.  Mapped members skip the zip's CRC check (the
     labels and compressed members keep it); the values are checked as always.
     """
-    with _open_logits(path) as (logits, labels, archive):
-        result = validate_logits(logits, labels, where=str(path), rows=rows)
+    with _open_logits(path, labels) as (logits, stored_labels, archive):
+        result = validate_logits(logits, stored_labels, where=str(path), rows=rows)
         if "metadata" in archive.files:
             result.metadata = json.loads(str(archive["metadata"]))
     return result
@@ -327,15 +372,17 @@ def load_labels(path: str | os.PathLike) -> np.ndarray:
 
 
 @contextmanager
-def _open_logits(path: str | os.PathLike):
-    """``(logits, labels, archive)`` of a logits archive: the logits memory-mapped where stored uncompressed."""
+def _open_logits(path: str | os.PathLike, labels: bool = True):
+    """``(logits, labels, archive)`` of a logits archive: the logits memory-mapped where stored uncompressed.
+
+    ``labels=False``: the labels may be missing (None)."""
     path = Path(path)
     if not path.is_file():
         raise LogitsFileError(f"{path}: no such file")
     stored = _check_archive(path)
     try:
         with np.load(path, allow_pickle=False) as archive:
-            missing = {"logits", "labels"} - set(archive.files)
+            missing = ({"logits", "labels"} if labels else {"logits"}) - set(archive.files)
             if missing:
                 raise LogitsFileError(
                     f"{path}: missing array(s) {sorted(missing)}; the file must hold 'logits' (N, K) and 'labels' (N,)"
@@ -346,7 +393,7 @@ def _open_logits(path: str | os.PathLike):
                 logits = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape, order=order)
             else:
                 logits = archive["logits"]
-            yield logits, archive["labels"], archive
+            yield logits, archive["labels"] if "labels" in archive.files else None, archive
     except (OSError, ValueError) as error:
         if isinstance(error, LogitsFileError):
             raise

@@ -58,6 +58,25 @@ class Layout:
         """Every model's metrics, tidy (``calibrepro.report.metrics_file``)."""
         return f"{self.results}/metrics.csv"
 
+    def convergence_part(self, dataset: str, model: str, seed) -> str:
+        """How the fits behind one model's rows of ``metrics.csv`` ended, for one seed."""
+        return f"{self.results}/convergence/{dataset}/{model}/seed{seed}.csv"
+
+    @property
+    def convergence(self) -> str:
+        """How every calibrator's fit ended, tidy (``calibrepro.report.convergence_file``)."""
+        return f"{self.results}/convergence.csv"
+
+    @property
+    def parameters(self) -> str:
+        """Every calibrator's fitted numbers and how its fit ended, tidy (``calibrepro.report.parameters_file``)."""
+        return f"{self.results}/parameters.csv"
+
+    def probabilities(self, dataset: str, model: str, method: str, seed) -> str:
+        """One calibrator's probabilities on the test half (``calibrepro apply``'s file; asked for, or
+        ``report.export_probabilities``)."""
+        return f"{self.results}/probabilities/{dataset}/{model}/{method}/seed{seed}.npz"
+
     # --- results: uncertainty and the calibration-set-size study ---------------------------------
 
     def bootstrap(self, dataset: str, model: str, seed, kind: str) -> str:
@@ -121,7 +140,7 @@ class Layout:
         """The comparison with the published values (``calibrepro.report.reproduction``)."""
         return f"{self.reports}/reproduction.md"
 
-    # --- regression (seed 002, second half): everything under results/regression/, reports/regression/ ---
+    # --- regression (seed 002, second half): under results/<name>/regression/, reports/<name>/regression/ ---
 
     def regression_data(self, dataset: str) -> str:
         """A regression data set's arrays as the models read them (``calibrepro.regression.splits``)."""
@@ -151,6 +170,11 @@ class Layout:
     def regression_metrics(self) -> str:
         """Every regressor's metrics, tidy: ``dataset,model,method,split,metric,value``."""
         return f"{self.results}/regression/metrics.csv"
+
+    @property
+    def regression_parameters(self) -> str:
+        """Every recalibrator's fitted numbers, tidy (``calibrepro.report.parameters_file``)."""
+        return f"{self.results}/regression/parameters.csv"
 
     def regression_table(self, name: str, extension: str) -> str:
         return f"{self.reports}/regression/tables/{name}.{extension}"

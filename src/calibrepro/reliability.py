@@ -16,7 +16,7 @@ import numpy as np
 from scipy.stats import binomtest
 
 from calibrepro.io import read_json, write_json
-from calibrepro.metrics import check_inputs, equal_width_stats, top_label
+from calibrepro.metrics.bins import check_inputs, equal_width_stats, top_label
 
 
 class ReliabilityFileError(ValueError):

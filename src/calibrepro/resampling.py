@@ -46,6 +46,9 @@ from scipy import sparse
 from scipy.signal import fftconvolve
 
 from calibrepro import metrics as M
+from calibrepro.metrics import smooth
+from calibrepro.metrics.binned import debiased_from
+from calibrepro.metrics.bins import bin_edges, bin_index, check_inputs, top_label
 
 #: largest dense smoothing map of smooth ECE (entries); finer grids smooth each block by FFT
 _SMOOTH_MAP_ENTRIES = 1 << 22
@@ -62,11 +65,11 @@ class Resampling:
         unknown = [name for name in names if M.spec(name) is None or M.spec(name).resampled is None]
         if unknown:
             raise ValueError(f"unknown metric(s) {unknown}; known: {sorted(M.METRICS)}")
-        self.p, self.y = M.check_inputs(probs, labels)
+        self.p, self.y = check_inputs(probs, labels)
         self.names = list(names)
         self.bins = bins
         self.n, self.k = self.p.shape
-        self.conf, self.correct = M.top_label(self.p, self.y)
+        self.conf, self.correct = top_label(self.p, self.y)
         self._columns: list[np.ndarray] = []
         self._slices: dict = {}
         self._shared: dict = {}
@@ -144,7 +147,7 @@ def _mean_of_terms(form: M.MeanOfTerms, metric: M.Metric, r: Resampling):
 def _equal_width_columns(r: Resampling) -> np.ndarray:
     bins = r.bins
     onehot = np.zeros((r.n, 3 * bins))
-    b, rows = M.bin_index(r.conf, bins), np.arange(r.n)
+    b, rows = bin_index(r.conf, bins), np.arange(r.n)
     onehot[rows, b] = 1.0
     onehot[rows, bins + b] = r.conf
     onehot[rows, 2 * bins + b] = r.correct
@@ -282,7 +285,7 @@ def _debiased(r: Resampling, metric: M.Metric):
         # a bin holds the samples with conf <= its edge and above the previous edge
         cut = np.searchsorted(sorted_block.sorted_conf, edges.ravel(), side="right").reshape(edges.shape)
         count, conf_sum, acc_sum = (np.diff(x, axis=1, prepend=0.0) for x in sorted_block.upto(cut))
-        return M.debiased_from(count, conf_sum, acc_sum, n)
+        return debiased_from(count, conf_sum, acc_sum, n)
 
     return replicate
 
@@ -291,13 +294,13 @@ def _debiased(r: Resampling, metric: M.Metric):
 def _classwise(r: Resampling, metric: M.Metric):
     """Classwise-ECE (Kull et al. 2019) of each resample from per-(class, bin) sums."""
     bins, n, k, p, y = r.bins, r.n, r.k, r.p, r.y
-    big = p > M.bin_edges(bins)[1]  # entries above the first bin edge
+    big = p > bin_edges(bins)[1]  # entries above the first bin edge
     where = np.flatnonzero(big)  # (much faster than a 2-D nonzero)
     rows, cols = np.divmod(where, k)
     vals = p.reshape(-1)[where]
-    class_big = sparse.csr_matrix((vals, (rows, cols * bins + M.bin_index(vals, bins))), shape=(n, k * bins))
+    class_big = sparse.csr_matrix((vals, (rows, cols * bins + bin_index(vals, bins))), shape=(n, k * bins))
     py = p[np.arange(n), y]
-    class_pos = sparse.csr_matrix((np.ones(n), (np.arange(n), y * bins + M.bin_index(py, bins))), shape=(n, k * bins))
+    class_pos = sparse.csr_matrix((np.ones(n), (np.arange(n), y * bins + bin_index(py, bins))), shape=(n, k * bins))
 
     def replicate(block: Block) -> np.ndarray:
         positives = np.asarray(class_pos.T @ block.w_t).T.reshape(-1, k, bins)
@@ -314,7 +317,7 @@ def _classwise(r: Resampling, metric: M.Metric):
 def _reflected_convolution_columns(kernel: np.ndarray, columns: np.ndarray) -> np.ndarray:
     """Coefficients ``C[j, c]`` of grid value j in output ``columns[c]`` of the reflected convolution.
 
-    The output of the kernel smoothing of :func:`calibrepro.metrics.smooth_ece_at` before
+    The output of the kernel smoothing of :func:`calibrepro.metrics.smooth.smooth_ece_at` before
     interpolation is ``np.convolve(reflect(v), kernel, "valid")[G//2 : G//2 + G]`` with
     ``reflect(v)`` the grid mirrored at both ends; value ``v_j`` sits at positions ``G-1-j``
     (j >= 1), ``G-1+j`` and ``3G-3-j`` (j <= G-2) of the mirrored array, and position e enters
@@ -336,17 +339,17 @@ class SmoothForm:
 
     def __init__(self, r: Resampling, metric: M.Metric):
         conf, correct, n = r.conf, r.correct, r.n
-        sigma = M.smooth_ece_bandwidth(conf, correct)
-        size = M.smooth_grid_size(sigma)
-        left, frac = M.grid_weights(conf, size)
+        sigma = smooth.smooth_ece_bandwidth(conf, correct)
+        size = smooth.smooth_grid_size(sigma)
+        left, frac = smooth.grid_weights(conf, size)
         rows = np.concatenate([np.arange(n), np.arange(n)])
         cols = np.concatenate([left, left + 1])
         weights = np.concatenate([1 - frac, frac])
         self.ones = sparse.csr_matrix((weights, (rows, cols)), shape=(n, size))
         residual = np.concatenate([conf - correct, conf - correct])
         self.residual = sparse.csr_matrix((weights * residual, (rows, cols)), shape=(n, size))
-        self.kernel = M.reflected_gaussian_kernel(sigma, size)
-        self.interpolation = M.interpolation_weights(M.smooth_eval_points(sigma), size)
+        self.kernel = smooth.reflected_gaussian_kernel(sigma, size)
+        self.interpolation = smooth.interpolation_weights(smooth.smooth_eval_points(sigma), size)
         i, frac = self.interpolation
         self.map = None
         if size * i.size <= _SMOOTH_MAP_ENTRIES:
@@ -361,7 +364,7 @@ class SmoothForm:
         grid_ones = np.asarray(self.ones.T @ block.w_t).T  # (b, G) grid values of every resample
         grid_residual = np.asarray(self.residual.T @ block.w_t).T
         if self.map is not None:
-            density = grid_ones @ self.map + M.SMOOTH_ECE_DENSITY_FLOOR
+            density = grid_ones @ self.map + smooth.SMOOTH_ECE_DENSITY_FLOOR
             residual = grid_residual @ self.map
         else:  # a fine grid (small bandwidth): the reflected convolution of every row by FFT
             size = self.kernel.size
@@ -371,7 +374,7 @@ class SmoothForm:
             smoothed = smoothed[:, size // 2 : size // 2 + size]
             i, frac = self.interpolation
             at_t = smoothed[:, i] * (1 - frac) + smoothed[:, i + 1] * frac
-            density = at_t[: grid_ones.shape[0]] + M.SMOOTH_ECE_DENSITY_FLOOR
+            density = at_t[: grid_ones.shape[0]] + smooth.SMOOTH_ECE_DENSITY_FLOOR
             residual = at_t[grid_ones.shape[0] :]
         return np.sum(np.abs(residual / density) * density, axis=1) / np.sum(density, axis=1)
 

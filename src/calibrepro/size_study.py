@@ -20,7 +20,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from calibrepro.io import concatenate_csv, tidy_csv, write_text
+from calibrepro.io import concatenate_csv, write_csv
 from calibrepro.metrics import compute_metrics
 
 COLUMNS = ("dataset", "model", "method", "size", "seed", "metric", "value")
@@ -36,7 +36,7 @@ class SizeStudyError(ValueError):
 
 def write_size_study(path, rows) -> None:
     """One model's size-study rows (:data:`COLUMNS`), floats by ``repr``."""
-    write_text(path, tidy_csv(COLUMNS, rows))
+    write_csv(path, COLUMNS, rows)
 
 
 def concatenate_size_study(inputs, output) -> int:

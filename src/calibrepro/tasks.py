@@ -1,7 +1,7 @@
 """The seam between the pipeline's generic steps and a task: classification, regression, or a new one.
 
-:func:`calibrepro.pipeline.fit_step` and :func:`calibrepro.pipeline.evaluate_step` know nothing of
-logits or predictive distributions; they ask a :class:`Task` to
+:func:`calibrepro.steps.calibration.fit_step` and :func:`~calibrepro.steps.calibration.evaluate_step`
+know nothing of logits or predictive distributions; they ask a :class:`Task` to
 
 * load the **halves** of one model's outputs on a data set (``"calibration"``, ``"test"``), each a
   :class:`Half` (``inputs``, ``targets``);
@@ -29,6 +29,10 @@ from calibrepro.io import load_labels, load_logits
 
 class SplitMismatchError(ValueError):
     """A model's labels (or classes) differ from those its data set's split was drawn from."""
+
+
+class CalibratorFileError(ValueError):
+    """A calibrator file that cannot be used where it was given: no calibrator, another method or another task."""
 
 
 class Half(NamedTuple):
@@ -164,7 +168,7 @@ class ClassificationTask(Task):
         from calibrepro.io import write_text
         from calibrepro.report.metrics_file import format_metrics
 
-        write_text(path, format_metrics(rows))
+        write_text(path, format_metrics(rows, where=path))
 
     def write_reliability(self, path, half: Half, methods: Mapping[str, dict], *, dataset: str, model: str,
                           seed: int, bins: int) -> None:
@@ -178,6 +182,65 @@ TASKS = {
     "classification": "calibrepro.tasks:ClassificationTask",
     "regression": "calibrepro.regression.task:RegressionTask",
 }
+
+
+def fit_calibrator(task: str | Task, method: str, half: Half, options: Mapping[str, Mapping] | None = None, *,
+                   bins: int = 15, threads: int = 1):
+    """A calibrator of ``method`` fitted on ``half``: the pipeline's fit (:func:`calibrepro.steps.calibration.fit_step`).
+
+    It is made with its hyperparameters ``options[method]`` (``options``: the config's ``calibrator_options``,
+    method -> hyperparameters), the run's ``bins`` and ``threads`` (each method takes those it has).
+    """
+    task = task_of(task)
+    hyperparameters = {**(options or {}).get(method, {}), "bins": bins, "threads": threads}
+    return task.fit(task.make_calibrator(method, **hyperparameters), half)
+
+
+def fitted_json(calibrator, half: Half) -> dict:
+    """What a calibrator file holds: the calibrator's ``to_json()`` and the number of samples it was fitted on."""
+    return {**calibrator.to_json(), "calibration_samples": int(len(half.targets))}
+
+
+def _from_json(task: Task, data: dict):
+    """``task``'s calibrator rebuilt from ``data``, or the error that says why it is none."""
+    try:
+        return task.calibrator_from_json(data)
+    except (ValueError, KeyError, TypeError, IndexError) as error:
+        return error
+
+
+def read_calibrator(path, task: str | Task, method: str | None = None, *, fix: str):
+    """The fitted calibrator of ``task`` in the file ``path`` (written from :func:`fitted_json`).
+
+    With ``method``, the file must hold that method. Raises :class:`CalibratorFileError` naming the file and
+    what it holds instead (no JSON, no calibrator, another method, another task's calibrator); ``fix`` says
+    what to do about it (e.g. refit it).
+    """
+    import json
+
+    from calibrepro.io import read_json
+
+    task = task_of(task)
+    try:
+        data = read_json(path)
+    except FileNotFoundError:
+        raise CalibratorFileError(f"{path}: no such file; {fix}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise CalibratorFileError(f"{path}: not a calibrator file (not JSON: {error}); {fix}") from None
+    stored = data.get("method") if isinstance(data, dict) else None
+    if stored is None:
+        raise CalibratorFileError(f"{path}: not a calibrator file (it has no 'method'); {fix}")
+    if method is not None and stored != method:
+        raise CalibratorFileError(f"{path}: holds a {stored!r} calibrator where {method!r} was expected; {fix}")
+    calibrator = _from_json(task, data)
+    if not isinstance(calibrator, Exception):
+        return calibrator
+    others = [name for name in TASKS
+              if name != task.name and not isinstance(_from_json(task_of(name), data), Exception)]
+    holds = f"a {stored!r} calibrator " + (f"of the {others[0]} task" if others else "that cannot be read")
+    raise CalibratorFileError(
+        f"{path}: holds {holds}, not a {task.name} calibrator ({type(calibrator).__name__}: {calibrator}); {fix}"
+    )
 
 
 def task_of(task: str | Task) -> Task:

@@ -17,6 +17,11 @@ Workers come from a ``forkserver`` (not ``fork``: the Snakemake process has thre
 library single-threaded (the parallelism is the number of processes, as Snakemake planned it),
 and exit by themselves within a second when the Snakemake process is gone, even if it was killed.
 A step's result and its exceptions come back to the job's thread as if the step had run there.
+
+The fork server is a new interpreter started with the environment that :mod:`calibrepro.determinism`
+set, so NumPy in the workers runs the pinned kernels; the Snakemake process imported NumPy before
+reading the workflow, so with one core too, its steps go to one worker unless that process happens
+to be pinned (:func:`calibrepro.determinism.kernels_pinned`, e.g. started with the variables set).
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import forkserver
 
+from calibrepro import determinism
+
 #: environment of the workers: one thread for every numerical library imported in them
 _ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 
@@ -45,19 +52,20 @@ class WorkerDiedError(RuntimeError):
 
 
 def configure(processes: int, preload: tuple[str, ...] = ()) -> None:
-    """Run offloaded steps in up to ``processes`` worker processes (0 or 1: inline, the default).
+    """Run offloaded steps in up to ``processes`` worker processes (0: inline, the default; 1: inline
+    where this process runs the pinned kernels, else in one worker).
 
-    ``preload``: modules the fork server imports once for all workers, beyond the step module
-    (torch and what its optimisers import on first use: about 3 s, paid once instead of per worker).
+    ``preload``: modules the fork server imports once for all workers: the step modules and what they
+    import (torch and what its optimisers import on first use: about 3 s, paid once instead of per worker).
     """
     with _lock:
         _state["processes"] = max(0, int(processes))
     _close_pool()  # a new configuration gets new workers
-    if _state["processes"] > 1:
+    if _uses_workers():
         # The fork server starts importing now, beside the run's first jobs (this does not wait for it;
         # if the run ends first, the server exits by itself once it has imported everything).
         # The workers themselves start with the first step.
-        multiprocessing.get_context("forkserver").set_forkserver_preload(["__main__", "calibrepro.pipeline", *preload])
+        multiprocessing.get_context("forkserver").set_forkserver_preload(["__main__", *preload])
         with _ctrl_c_ignored():  # inherited by the fork server and its workers: Ctrl-C is the Snakemake process's
             forkserver.ensure_running()
 
@@ -101,13 +109,18 @@ def _close_pool() -> None:
         pool.shutdown(cancel_futures=True)
 
 
+def _uses_workers() -> bool:
+    """Whether offloaded steps go to worker processes: two or more configured, or one where this
+    process does not run the pinned kernels."""
+    processes = _state["processes"]
+    return processes > 1 or (processes == 1 and not determinism.kernels_pinned())
+
+
 def _worker_start() -> None:
     """In each new worker: one thread per library, and exit when the parent is gone."""
     os.environ.update(_ONE_THREAD)
     _state["in_worker"] = True
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(1)  # the libraries already loaded (numpy's BLAS)
+    determinism.single_threaded()  # the libraries already loaded (numpy's BLAS, torch)
     parent = multiprocessing.parent_process()  # the process that asked for the worker, not the fork server
 
     def watch() -> None:  # a killed Snakemake cannot shut its pool down; its workers see it here
@@ -124,7 +137,7 @@ def _pool() -> ProcessPoolExecutor:
             # The fork server imports the step modules once (configure: ``__main__``, Snakemake's, too:
             # else every worker would import it again); every worker forked from it has them.
             context = multiprocessing.get_context("forkserver")
-            _state["pool"] = ProcessPoolExecutor(_state["processes"], context, initializer=_worker_start)
+            _state["pool"] = ProcessPoolExecutor(max(1, _state["processes"]), context, initializer=_worker_start)
         return _state["pool"]
 
 
@@ -138,7 +151,9 @@ def offload(step):
 
     @functools.wraps(step)
     def run(*args, **kwargs):
-        if _state["processes"] < 2 or _state["in_worker"]:
+        if _state["in_worker"] or not _uses_workers():
+            if not _state["in_worker"]:
+                determinism.single_threaded()  # as in a worker: the results do not depend on the cores
             return step(*args, **kwargs)
         future = _pool().submit(_call, step.__module__, step.__name__, args, kwargs)
         try:

@@ -1,5 +1,7 @@
 # Split each data set once per seed; fit every calibrator of a model on the calibration half.
 
+from calibrepro.steps import calibration
+
 
 rule split:
     input:
@@ -16,7 +18,7 @@ rule split:
     params:
         calibration_fraction=config["split"]["calibration_fraction"],
     run:
-        pipeline.split_step(
+        calibration.split_step(
             input[0],
             params.calibration_fraction,
             int(wildcards.seed),
@@ -48,7 +50,7 @@ rule fit_calibrators:
             if method in config["calibrator_options"]
         },
     run:
-        pipeline.fit_step(
+        calibration.fit_step(
             input.logits,
             input.split,
             quick_calibrator_paths(wildcards),
@@ -60,7 +62,7 @@ rule fit_calibrators:
 
 # The full-matrix methods (Dir-L2, Dir-ODIR, MS-ODIR) take seconds to hours: a job each, so that a killed
 # or failed fit keeps the other methods' files (a rerun fits only what is missing), and each asks for the
-# time the cost model expects for its method, grid and the model's logits (pipeline.fit_minutes).
+# time the cost model expects for its method, grid and the model's logits (calibrepro.calibrators.cost.fit_minutes).
 rule fit_calibrator:
     input:
         logits=LAYOUT.logits("{dataset}", "{model}"),
@@ -80,7 +82,7 @@ rule fit_calibrator:
         bins=BINS,
         options=lambda wildcards: {wildcards.method: config["calibrator_options"].get(wildcards.method, {})},
     run:
-        pipeline.fit_step(
+        calibration.fit_step(
             input.logits,
             input.split,
             {wildcards.method: output[0]},

@@ -7,7 +7,7 @@ import sys
 from snakemake.settings.types import DeploymentMethod
 from snakemake.utils import min_version
 
-from calibrepro import pipeline, workers
+from calibrepro import determinism, workers
 from calibrepro import snakemake_hooks as hooks
 
 from calibrepro.config import (
@@ -23,10 +23,11 @@ from calibrepro.config import (
     validate_config,
 )
 from calibrepro.calibrators import OWN_JOB, module_of
+from calibrepro.calibrators.cost import fit_minutes, fit_plan_summary, logits_shape
 from calibrepro.layout import Layout
 from calibrepro.io import LogitsFileError, check_agreement
+from calibrepro.steps.run import failure_summary, outputs_summary, remove_stale_outputs
 from calibrepro.zoo import LogitsRequest, get_source
-from calibrepro.zoo.ensemble import check_ensembles
 
 min_version("9.27")  # the range pyproject.toml declares; the internals read are in calibrepro.snakemake_hooks
 
@@ -46,7 +47,6 @@ if not workflow.overwrite_configfiles:
 
 try:
     _validated = validate_config(config, load_schema(workflow.source_path("../schemas/config.schema.yaml")))
-    check_ensembles(_validated["models"])
     _name = run_name(_validated, workflow.overwrite_configfiles)
 except ConfigError as error:
     stop(error)
@@ -81,7 +81,8 @@ DATASETS = list(config["models"])
 #: where this run's files go (calibrepro.layout): results/<name>/, reports/<name>/; every path below comes from it
 LAYOUT = Layout.named(_name)
 SETTINGS = source_settings(config, LAYOUT.results)
-#: the regression part (workflow/rules/regression.smk): data set -> entry, and its (dataset, model) pairs
+#: the regression part (workflow/rules/regression.smk, regression_report.smk): data set -> entry, and its
+#: (dataset, model) pairs
 REGRESSION = config["regression"]
 REGRESSION_MODELS = regression_keys(config)
 #: level of the Wilson error bars on the reliability diagrams (None: the thesis's style, no bars)
@@ -206,11 +207,11 @@ def quick_calibrator_paths(wildcards):
 
 
 def fit_runtime(wildcards):
-    """Minutes one full-matrix fit job asks for: the cost model's, for this method and model (pipeline.fit_minutes)."""
-    shape = pipeline.logits_shape(LAYOUT.logits(wildcards.dataset, wildcards.model), wildcards.dataset)
+    """Minutes one full-matrix fit job asks for: the cost model's, for this method and model (calibrators.cost)."""
+    shape = logits_shape(LAYOUT.logits(wildcards.dataset, wildcards.model), wildcards.dataset)
     options = config["calibrator_options"].get(wildcards.method, {})
     fraction = config["split"]["calibration_fraction"]
-    return pipeline.fit_minutes(shape, wildcards.method, options, calibration_fraction=fraction, threads=FIT_THREADS)
+    return fit_minutes(shape, wildcards.method, options, calibration_fraction=fraction, threads=FIT_THREADS)
 
 
 def announce_fit_plan():
@@ -219,7 +220,7 @@ def announce_fit_plan():
         return
     jobs = [
         (
-            pipeline.logits_shape(LAYOUT.logits(dataset, model), dataset),
+            logits_shape(LAYOUT.logits(dataset, model), dataset),
             method,
             config["calibrator_options"].get(method, {}),
         )
@@ -228,7 +229,7 @@ def announce_fit_plan():
         for _ in SEEDS
     ]
     fraction = config["split"]["calibration_fraction"]
-    print(pipeline.fit_plan_summary(jobs, calibration_fraction=fraction, threads=FIT_THREADS), file=sys.stderr)
+    print(fit_plan_summary(jobs, calibration_fraction=fraction, threads=FIT_THREADS), file=sys.stderr)
 
 
 announce_fit_plan()
@@ -248,6 +249,28 @@ def shift_calibrator_paths(wildcards):
 def evaluation_paths(wildcards):
     """Every model's metric rows: on its test half, and on each shifted set calibrated on its data set."""
     return [LAYOUT.evaluation(dataset, model, seed) for dataset, model in MODELS + SHIFTED for seed in SEEDS]
+
+
+def convergence_paths(wildcards):
+    """How the fits behind every model's metric rows ended, in the order of evaluation_paths."""
+    return [LAYOUT.convergence_part(dataset, model, seed) for dataset, model in MODELS + SHIFTED for seed in SEEDS]
+
+
+def fitted_calibrators():
+    """(dataset, model, method, seed, calibrator file) of every fit of the run, in config order (rule parameters)."""
+    return [
+        (dataset, model, method, seed, LAYOUT.calibrator(dataset, model, method, seed))
+        for dataset, model in MODELS
+        for method in METHODS
+        for seed in SEEDS
+    ]
+
+
+def probabilities_paths():
+    """Every calibrator's probabilities on the test half (targets with report.export_probabilities)."""
+    return [
+        LAYOUT.probabilities(dataset, model, method, seed) for dataset, model, method, seed, _ in fitted_calibrators()
+    ]
 
 
 def figure_paths():
@@ -301,10 +324,13 @@ def targets():
 
     The closing summary reports these groups; a new output becomes a target by being added here.
     """
-    groups = {"metrics": [], "tables": [], "figures": [], "intervals": [], "report": []}
+    groups = {name: [] for name in ("metrics", "convergence", "parameters", "tables", "figures", "intervals")}
+    groups.update(probabilities=[], report=[])
     if MODELS:  # not in a regression-only configuration
         groups["metrics"].append(LAYOUT.metrics)
-        groups["tables"] += table_paths()
+        groups["convergence"].append(LAYOUT.convergence)
+        groups["parameters"].append(LAYOUT.parameters)
+        groups["tables"] += table_paths() + [LAYOUT.table("parameters", ext) for ext in ("md", "tex")]
         groups["figures"] += figure_paths() + named_figure_paths()
         groups["report"].append(LAYOUT.reproduction)
     if MODELS and UNCERTAINTY["enabled"]:
@@ -315,10 +341,9 @@ def targets():
         groups["intervals"].append(LAYOUT.size_study)
         groups["tables"].append(LAYOUT.table("size_study", "md"))
         groups["figures"] += dataset_figure_paths("size_study")
-    regression = regression_paths()
-    groups["regression metrics"] = regression[:1]
-    groups["regression reports"] = regression[1:]
-    return groups
+    if MODELS and config["report"]["export_probabilities"]:
+        groups["probabilities"] += probabilities_paths()
+    return {**groups, **regression_groups()}
 
 
 def target_paths():
@@ -344,20 +369,25 @@ def regression_model_options(wildcards):
     return regression_models(REGRESSION[wildcards.rdataset])[wildcards.rmodel]
 
 
-def regression_evaluation_paths(wildcards):
+def regression_cells():
+    """(dataset, model, split) of every regressor and split, in config order."""
     return [
-        LAYOUT.regression_evaluation(dataset, model, split)
+        (dataset, model, split)
         for dataset, model in REGRESSION_MODELS
         for split in range(REGRESSION[dataset]["splits"])
     ]
+
+
+def regression_evaluation_paths(wildcards):
+    return [LAYOUT.regression_evaluation(*cell) for cell in regression_cells()]
 
 
 def regression_replicates_paths(wildcards):
-    return [
-        LAYOUT.regression_replicates(dataset, model, split)
-        for dataset, model in REGRESSION_MODELS
-        for split in range(REGRESSION[dataset]["splits"])
-    ]
+    return [LAYOUT.regression_replicates(*cell) for cell in regression_cells()]
+
+
+def regression_curves_paths(wildcards):
+    return [LAYOUT.regression_curves(*cell) for cell in regression_cells()]
 
 
 def regression_metric_names():
@@ -389,12 +419,21 @@ def regression_figure_paths():
     ]
 
 
-def regression_paths():
-    """Targets of workflow/rules/regression.smk (none in a configuration without a regression part)."""
+def regression_groups():
+    """Targets of workflow/rules/regression.smk and regression_report.smk by kind (none without a regression part)."""
     if not REGRESSION:
-        return []
+        return {}
     tables = [path for pair in regression_table_outputs().values() for path in pair]
-    return [LAYOUT.regression_metrics, *tables, *regression_figure_paths(), LAYOUT.regression_reproduction]
+    tables += [LAYOUT.regression_table("parameters", ext) for ext in ("md", "tex")]
+    return {
+        "regression metrics": [LAYOUT.regression_metrics],
+        "regression parameters": [LAYOUT.regression_parameters],
+        "regression reports": [*tables, *regression_figure_paths(), LAYOUT.regression_reproduction],
+    }
+
+
+def regression_paths():
+    return [path for paths in regression_groups().values() for path in paths]
 
 
 def check_sources():
@@ -423,20 +462,49 @@ def check_sources():
         stop(error)
 
 
-# What the compute steps import, by the name of their rule (torch's optimisers import torch._dynamo on first use);
-# the worker processes' fork server imports it once, before the first step can start.
-_CALIBRATION = ("torch._dynamo", "calibrepro.reliability", *sorted({module_of(method) for method in METHODS}))
-_DRAWING = ("calibrepro.report.figures", "calibrepro.report.cd_diagram")
+# What the compute steps import, by the name of their rule: their step module, and torch's optimisers import
+# torch._dynamo on first use; the worker processes' fork server imports it once, before the first step can start.
+_CALIBRATION = (
+    "torch._dynamo",
+    "calibrepro.reliability",
+    "calibrepro.steps.calibration",
+    *sorted({module_of(method) for method in METHODS}),
+)
+_DRAWING = ("calibrepro.report.figures", "calibrepro.report.cd_diagram", "calibrepro.steps.reports")
 WORKER_IMPORTS = {
-    **dict.fromkeys(["fit_calibrators", "fit_calibrator", "evaluate", "size_study"], _CALIBRATION),
-    "bootstrap": (*_CALIBRATION, "calibrepro.bootstrap"),
+    **dict.fromkeys(["fit_calibrators", "fit_calibrator", "evaluate"], _CALIBRATION),
+    **dict.fromkeys(
+        ["size_study", "bootstrap"], (*_CALIBRATION, "calibrepro.bootstrap", "calibrepro.steps.uncertainty")
+    ),
     **dict.fromkeys(["reliability_figure", "named_figure", "ranks", "size_study_report"], _DRAWING),
-    **dict.fromkeys(["table", "reproduction"], ("calibrepro.report.tables", "calibrepro.report.reproduction")),
-    "regression_data": ("calibrepro.regression.data",),
-    "regression_predict": ("torch._dynamo", "calibrepro.regression.models", "calibrepro.regression.predictions"),
-    "regression_evaluate": ("calibrepro.regression.task",),
-    "regression_tables": ("calibrepro.regression.report", "calibrepro.report.tables"),
-    "regression_figure": ("calibrepro.regression.figures",),
+    **dict.fromkeys(
+        ["table", "reproduction"],
+        ("calibrepro.report.tables", "calibrepro.report.reproduction", "calibrepro.steps.reports"),
+    ),
+    "parameters": (
+        "calibrepro.report.parameter_tables",
+        "calibrepro.steps.reports",
+        *sorted({module_of(method) for method in METHODS}),
+    ),
+    "regression_data": ("calibrepro.regression.data", "calibrepro.regression.steps"),
+    "regression_predict": (
+        "torch._dynamo",
+        "calibrepro.regression.models",
+        "calibrepro.regression.predictions",
+        "calibrepro.regression.steps",
+    ),
+    "regression_evaluate": ("calibrepro.regression.task", "calibrepro.steps.calibration"),
+    "regression_tables": (
+        "calibrepro.regression.report",
+        "calibrepro.report.tables",
+        "calibrepro.regression.report_steps",
+    ),
+    "regression_figure": ("calibrepro.regression.figures", "calibrepro.regression.report_steps"),
+    "regression_parameters": (
+        "calibrepro.regression.task",
+        "calibrepro.report.parameter_tables",
+        "calibrepro.regression.report_steps",
+    ),
 }
 
 
@@ -446,12 +514,13 @@ def start_workers():
     With profiles/default every local job is a thread of this Snakemake process, and the interpreter
     lock would let one compute at a time; so the steps of two or more compute jobs go to as many
     worker processes as there are cores, whose fork server imports what those steps need once
-    (calibrepro.workers). Slurm jobs and runs without the profile run each step in a process anyway.
+    (calibrepro.workers); a single one too where this process imported NumPy before the kernels were
+    pinned (calibrepro.determinism). Slurm jobs and runs without the profile run each step in a process anyway.
     """
     if not hooks.local_jobs_are_threads(workflow):
         return
     compute = [job.rule.name for job in hooks.pending_jobs(workflow) if job.rule.name in WORKER_IMPORTS]
-    if len(compute) > 1:
+    if len(compute) > 1 or (compute and not determinism.kernels_pinned()):
         preload = sorted({module for rule in compute for module in WORKER_IMPORTS[rule]})
         workers.configure(hooks.cores(workflow), preload)
 
@@ -465,7 +534,7 @@ def output_groups():
 onstart:
     hooks.on_ctrl_c(workflow)
     check_sources()
-    removed = pipeline.remove_stale_outputs(LAYOUT, target_paths())
+    removed = remove_stale_outputs(LAYOUT, target_paths())
     if removed:
         print(removed, file=sys.stderr)
     start_workers()
@@ -473,9 +542,9 @@ onstart:
 
 onsuccess:
     workers.end_of_run()
-    print(pipeline.outputs_summary(output_groups()), file=sys.stderr)
+    print(outputs_summary(output_groups()), file=sys.stderr)
 
 
 onerror:
     workers.end_of_run()
-    print(pipeline.failure_summary(hooks.failed_steps(workflow)), file=sys.stderr)
+    print(failure_summary(hooks.failed_steps(workflow)), file=sys.stderr)

@@ -1,5 +1,7 @@
 # Pinned files (weights, data sets, model code): fetched on the submit host, checksum-verified.
 
+from calibrepro.steps import inputs
+
 
 localrules:
     download,
@@ -21,4 +23,4 @@ rule download:
         timeout=config["downloads"]["timeout"],
         retries=config["downloads"]["retries"],
     run:
-        pipeline.download_step(DOWNLOADS[wildcards.path], output[0], log=log[0], **params)
+        inputs.download_step(DOWNLOADS[wildcards.path], output[0], log=log[0], **params)

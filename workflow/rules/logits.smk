@@ -1,5 +1,7 @@
 # The only expensive step: each model's logits on its evaluation set, cached once.
 
+from calibrepro.steps import inputs
+
 
 # The request file carries the model's config entry and settings to the command line (instead of a
 # page of JSON in the shell command); it is rewritten, and the logits redone, when they change.
@@ -19,7 +21,7 @@ rule logits_request:
     params:
         request=logits_request,
     run:
-        pipeline.logits_request_step(params.request, output[0], log=log[0])
+        inputs.logits_request_step(params.request, output[0], log=log[0])
 
 
 rule logits:

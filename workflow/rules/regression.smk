@@ -1,5 +1,8 @@
 # Calibrated regression (seed 002, second half): data -> splits -> regressors' predictions ->
-# recalibration + metrics -> metrics.csv -> tables, reliability curves, per-hour figures, reproduction.
+# recalibration + metrics -> metrics.csv (its tables, figures and reproduction report: regression_report.smk).
+
+from calibrepro.regression import steps as regression_steps
+from calibrepro.steps import calibration
 
 
 # Reading a data set and gathering files take seconds: on a cluster they run in the submitting process.
@@ -13,8 +16,6 @@ localrules:
     regression_data,
     regression_split,
     regression_metrics,
-    regression_tables,
-    regression_reproduction,
 
 
 rule regression_data:
@@ -32,7 +33,7 @@ rule regression_data:
         spec=lambda wildcards: REGRESSION[wildcards.rdataset],
         files=regression_files,
     run:
-        pipeline.regression_data_step(wildcards.rdataset, params.spec, params.files, output[0], log=log[0])
+        regression_steps.data_step(wildcards.rdataset, params.spec, params.files, output[0], log=log[0])
 
 
 rule regression_split:
@@ -49,7 +50,7 @@ rule regression_split:
     params:
         spec=lambda wildcards: REGRESSION[wildcards.rdataset],
     run:
-        pipeline.regression_split_step(
+        regression_steps.split_step(
             input[0], wildcards.rdataset, int(wildcards.split), params.spec, output[0], log=log[0]
         )
 
@@ -70,7 +71,7 @@ rule regression_predict:
         options=lambda wildcards: regression_model_options(wildcards),
         seed=lambda wildcards: REGRESSION[wildcards.rdataset]["seed"] + int(wildcards.split),
     run:
-        pipeline.regression_predict_step(
+        regression_steps.predict_step(
             input.data, input.split, output[0], model=wildcards.rmodel, log=log[0], **params
         )
 
@@ -97,7 +98,7 @@ rule regression_evaluate:
         resamples=UNCERTAINTY["bootstrap"] if UNCERTAINTY["enabled"] else 0,
         bootstrap_seed=UNCERTAINTY["seed"],
     run:
-        pipeline.evaluate_step(
+        calibration.evaluate_step(
             input[0],
             None,
             output.metrics,
@@ -121,82 +122,4 @@ rule regression_metrics:
         mem_mb=1000,
         runtime=5,
     run:
-        pipeline.regression_gather_step(input, output[0], log=log[0])
-
-
-rule regression_tables:
-    input:
-        LAYOUT.regression_metrics,
-    output:
-        [
-            (
-                report(path, caption="../report/regression_table.rst", category="Regression", subcategory="tables")
-                if path.endswith(".md")
-                else path
-            )
-            for pair in regression_table_outputs().values()
-            for path in pair
-        ],
-    log:
-        LAYOUT.log("regression_tables"),
-    threads: 1
-    resources:
-        mem_mb=1000,
-        runtime=5,
-    params:
-        sources={name: entry["source"] for name, entry in REGRESSION.items()},
-        language=config["report"]["language"],
-    run:
-        pipeline.regression_tables_step(input[0], regression_table_outputs(), log=log[0], **params)
-
-
-rule regression_figure:
-    input:
-        lambda wildcards: [
-            LAYOUT.regression_curves(wildcards.rdataset, wildcards.rmodel, split)
-            for split in range(REGRESSION[wildcards.rdataset]["splits"])
-        ],
-    output:
-        png=report(
-            LAYOUT.regression_figure("{kind}", "{rdataset}", "{rmodel}", "png"),
-            caption="../report/regression.rst",
-            category="Regression",
-            subcategory="{kind}",
-        ),
-        pdf=LAYOUT.regression_figure("{kind}", "{rdataset}", "{rmodel}", "pdf"),
-    log:
-        LAYOUT.log("regression_figure", "{kind}/{rdataset}/{rmodel}"),
-    wildcard_constraints:
-        kind="reliability|horizon",
-    threads: 1
-    resources:
-        mem_mb=2000,
-        runtime=5,
-    params:
-        title=lambda wildcards: f"{wildcards.rdataset}, {wildcards.rmodel}",
-        language=config["report"]["language"],
-    run:
-        pipeline.regression_figure_step(list(input), wildcards.kind, output.png, output.pdf, log=log[0], **params)
-
-
-rule regression_reproduction:
-    input:
-        metrics=LAYOUT.regression_metrics,
-        replicates=regression_replicates_paths,
-    output:
-        report(LAYOUT.regression_reproduction, caption="../report/regression.rst", category="Regression"),
-    log:
-        LAYOUT.log("regression_reproduction"),
-    threads: 1
-    resources:
-        mem_mb=1000,
-        runtime=5,
-    params:
-        sources={name: entry["source"] for name, entry in REGRESSION.items()},
-        language=config["report"]["language"],
-        level=UNCERTAINTY["level"],
-        interval=UNCERTAINTY["interval"],
-    run:
-        pipeline.regression_reproduction_step(
-            input.metrics, list(input.replicates), output[0], log=log[0], **params
-        )
+        regression_steps.gather_step(input, output[0], log=log[0])

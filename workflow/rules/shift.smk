@@ -1,6 +1,8 @@
 # Calibrated on one data set, tested on another (datasets.<key>.calibrate_on): each model of the
 # first set, with the calibrators fitted on its calibration half, evaluated on every sample of the second.
 
+from calibrepro.steps import calibration
+
 
 rule evaluate_shift:
     input:
@@ -10,6 +12,7 @@ rule evaluate_shift:
     output:
         metrics=LAYOUT.evaluation("{dataset}", "{model}", "{seed}"),
         reliability=LAYOUT.reliability("{dataset}", "{model}", "{seed}"),
+        convergence=LAYOUT.convergence_part("{dataset}", "{model}", "{seed}"),
     log:
         LAYOUT.log("evaluate_shift", "{dataset}/{model}/seed{seed}"),
     wildcard_constraints:
@@ -26,13 +29,14 @@ rule evaluate_shift:
         model=lambda wildcards: wildcards.model,
         seed=lambda wildcards: int(wildcards.seed),
     run:
-        pipeline.evaluate_step(
+        calibration.evaluate_step(
             input.logits,
             None,
             output.metrics,
             output.reliability,
             task="classification",
             calibrated_on=input.calibrated_on,
+            convergence_output=output.convergence,
             log=log[0],
             **params,
         )

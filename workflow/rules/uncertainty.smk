@@ -1,16 +1,15 @@
 # How sure is a number (issue 12): bootstrap intervals of every metric cell, paired comparisons with
-# each row's best, mean ranks with Friedman/Nemenyi critical-difference diagrams, and the
-# calibration-set-size study.
+# each row's best, and the calibration-set-size study (their reports, the mean ranks with
+# Friedman/Nemenyi critical-difference diagrams and the size study's table: report.smk).
+
+from calibrepro.steps import uncertainty
 
 
-# Gathering and the rank/size-study reports read small tidy files: on a cluster they run in the
-# submitting Snakemake process.
+# Gathering reads small tidy files: on a cluster it runs in the submitting Snakemake process.
 localrules:
     intervals,
     comparisons,
-    ranks,
     size_study_gather,
-    size_study_report,
 
 
 rule bootstrap:
@@ -40,7 +39,7 @@ rule bootstrap:
         bootstrap_seed=UNCERTAINTY["seed"],
         interval=UNCERTAINTY["interval"],
     run:
-        pipeline.bootstrap_step(
+        uncertainty.bootstrap_step(
             input.logits,
             input.split,
             input.evaluation,
@@ -63,7 +62,7 @@ rule intervals:
         mem_mb=1000,
         runtime=5,
     run:
-        pipeline.gather_uncertainty_step("intervals", input, output[0], log=log[0])
+        uncertainty.gather_uncertainty_step("intervals", input, output[0], log=log[0])
 
 
 rule comparisons:
@@ -78,32 +77,7 @@ rule comparisons:
         mem_mb=1000,
         runtime=5,
     run:
-        pipeline.gather_uncertainty_step("comparisons", input, output[0], log=log[0])
-
-
-rule ranks:
-    input:
-        LAYOUT.metrics,
-    output:
-        md=report(
-            LAYOUT.table("ranks", "md"),
-            caption="../report/ranks.rst",
-            category="Uncertainty",
-        ),
-        figures=in_report(dataset_figure_paths("cd"), "../report/cd.rst"),
-    log:
-        LAYOUT.log("ranks"),
-    threads: 1
-    resources:
-        mem_mb=1000,
-        runtime=5,
-    params:
-        metric=UNCERTAINTY["rank_metric"],
-        figures=dataset_figures("cd"),
-        alpha=UNCERTAINTY["alpha"],
-        language=config["report"]["language"],
-    run:
-        pipeline.rank_step(input[0], output.md, log=log[0], **params)
+        uncertainty.gather_uncertainty_step("comparisons", input, output[0], log=log[0])
 
 
 rule size_study:
@@ -128,7 +102,7 @@ rule size_study:
         dataset=lambda wildcards: wildcards.dataset,
         model=lambda wildcards: wildcards.model,
     run:
-        pipeline.size_study_step(input.logits, input.split, output[0], log=log[0], **params)
+        uncertainty.size_study_step(input.logits, input.split, output[0], log=log[0], **params)
 
 
 rule size_study_gather:
@@ -143,30 +117,4 @@ rule size_study_gather:
         mem_mb=1000,
         runtime=5,
     run:
-        pipeline.gather_size_study_step(input, output[0], log=log[0])
-
-
-rule size_study_report:
-    input:
-        LAYOUT.size_study,
-        published=[config["report"]["published"]] if config["report"]["published"] else [],
-    output:
-        md=report(
-            LAYOUT.table("size_study", "md"),
-            caption="../report/size_study.rst",
-            category="Uncertainty",
-        ),
-        figures=in_report(dataset_figure_paths("size_study"), "../report/size_study_figure.rst"),
-    log:
-        LAYOUT.log("size_study_report"),
-    threads: 1
-    resources:
-        mem_mb=1000,
-        runtime=5,
-    params:
-        metric=SIZE_STUDY["metric"],
-        figures=dataset_figures("size_study"),
-        language=config["report"]["language"],
-        published_csv=config["report"]["published"],
-    run:
-        pipeline.size_study_report_step(input[0], output.md, log=log[0], **params)
+        uncertainty.gather_size_study_step(input, output[0], log=log[0])

@@ -26,6 +26,7 @@ global RNG), so several calibrators may be fitted in threads of one process.
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 import numpy as np
@@ -117,6 +118,14 @@ def f32_from_json(values) -> np.ndarray:
     return np.asarray(values, dtype=np.float64).astype(np.float32)
 
 
+def spread(name: str, values) -> dict[str, int | float]:
+    """``{name_mean, name_min, name_max}`` of ``values``: K fitted numbers in three (the smallest and largest
+    of the values' type; the mean from the correctly rounded sum, ``math.fsum``, whatever the machine)."""
+    values = np.asarray(values)
+    return {f"{name}_mean": math.fsum(values.tolist()) / values.size, f"{name}_min": values.min().item(),
+            f"{name}_max": values.max().item()}
+
+
 class FittedState:
     """The JSON round trip of a fitted estimator, shared by the calibrators and the regression
     recalibrators (:mod:`calibrepro.regression.recalibration`).
@@ -147,6 +156,35 @@ class FittedState:
             "params": self._fitted_params(),
             "diagnostics": dict(getattr(self, "diagnostics_", {})),
         }
+
+    def convergence(self) -> dict:
+        """How the fit ended, for the run's convergence records (:mod:`calibrepro.report.convergence_file`).
+
+        ``converged`` and ``iterations`` as the fit's ``diagnostics_`` record them (``converged``,
+        ``n_iter``; None where the fit does not iterate), the regularisation strengths of the fit
+        (``lambda``, ``mu``: the fitted ``reg_lambda_`` and ``reg_mu_`` of the full-matrix methods,
+        the grid point their cross-validation chose; None for the others) and ``search_capped``
+        (``diagnostics_["search_capped"]``: that search stopped at its cap with its best score at
+        the grid's edge; None where not recorded).
+        """
+        diagnostics = getattr(self, "diagnostics_", {})
+        return {
+            "converged": diagnostics.get("converged"),
+            "iterations": diagnostics.get("n_iter"),
+            "lambda": getattr(self, "reg_lambda_", None),
+            "mu": getattr(self, "reg_mu_", None),
+            "search_capped": diagnostics.get("search_capped"),
+        }
+
+    def parameters(self) -> dict[str, int | float]:
+        """The fitted state that can be written as numbers, name -> number, for the run's table of fitted
+        parameters (:mod:`calibrepro.report.parameters_file`); none by default.
+
+        A class that has some defines each name in this method's docstring, next to its fit; how the fit
+        ended (:meth:`convergence`) joins them in the table.
+        """
+        self._check_fitted()
+        return {}
 
     @classmethod
     def from_json(cls, data: dict):

@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from calibrepro.calibrators.base import Calibrator, check_labels, check_logits, renormalise, softmax
-from calibrepro.metrics import bin_index
+from calibrepro.metrics.bins import bin_index
 
 
 class HistogramBinning(Calibrator):
     """One-vs-rest histogram binning (Zadrozny & Elkan 2001; Guo et al. 2017), then row renormalisation.
 
     For class k, the float32 softmax probability ``p_ik`` falls into equal-width bin
-    ``m`` = ``((m-1)/M, m/M]`` (0 in the first; edges as in :func:`calibrepro.metrics.bin_index`,
+    ``m`` = ``((m-1)/M, m/M]`` (0 in the first; edges as in :func:`calibrepro.metrics.bins.bin_index`,
     exact for float32 inputs).  The calibrated value is the fraction of calibration samples in
     that bin whose label is k (``positives / count``).  **A bin that received no calibration
     sample leaves the probability unchanged.**  Rows are then divided by their sum; an all-zero
@@ -92,3 +92,9 @@ class HistogramBinning(Calibrator):
         self.counts_ = np.asarray(params["counts"], dtype=np.int64).reshape(self.n_classes_, int(self.bins))
         self.positives_ = np.asarray(params["positives"], dtype=np.int64).reshape(self.n_classes_, int(self.bins))
         self._finish()
+
+    def parameters(self) -> dict[str, int]:
+        """``bins``: the K x M bins of the K one-vs-rest histograms; ``empty_bins``: those that received no
+        calibration sample, where the probability is left unchanged (the class docstring)."""
+        self._check_fitted()
+        return {"bins": int(self.counts_.size), "empty_bins": int((self.counts_ == 0).sum())}

@@ -115,3 +115,12 @@ class EnsembleTemperatureScaling(Calibrator):
         self.n_classes_ = int(params["n_classes"])
         self.inverse_temperature_ = float(params["inverse_temperature"])
         self.weights_ = np.asarray(params["weights"], dtype=np.float64)
+
+    def parameters(self) -> dict[str, float]:
+        """The member temperature ``temperature`` T (and ``inverse_temperature`` 1/T) and the simplex weights
+        ``weight_temperature_scaled``, ``weight_uncalibrated``, ``weight_uniform`` (w_1, w_2, w_3 of the module
+        docstring; Zhang et al. 2020, sec. 3.1)."""
+        self._check_fitted()
+        weights = {f"weight_{member}": float(w) for member, w in zip(MEMBERS, self.weights_)}
+        return {"temperature": 1.0 / self.inverse_temperature_, "inverse_temperature": self.inverse_temperature_,
+                **weights}

@@ -14,6 +14,7 @@ from calibrepro.calibrators.base import (
     f32_json,
     renormalise,
     softmax,
+    spread,
 )
 
 
@@ -167,6 +168,12 @@ class IsotonicCalibration(Calibrator):
         self.n_classes_ = int(params["n_classes"])
         self.x_thresholds_ = [f32_from_json(x) for x in params["x_thresholds"]]
         self.y_thresholds_ = [f32_from_json(y) for y in params["y_thresholds"]]
+
+    def parameters(self) -> dict[str, float]:
+        """The thresholds of each class's isotonic fit (the points of its step-and-interpolate map, scikit-learn's
+        ``X_thresholds_``) per class, summarised over the K classes: ``thresholds_mean``, ``_min``, ``_max``."""
+        self._check_fitted()
+        return spread("thresholds", [len(x) for x in self.x_thresholds_])
 
 
 def _pava_like_sklearn(y: np.ndarray, weight: np.ndarray) -> np.ndarray:

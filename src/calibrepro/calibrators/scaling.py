@@ -15,7 +15,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from calibrepro.calibrators.base import Calibrator, check_labels, check_logits, softmax64_inplace
+from calibrepro.calibrators.base import Calibrator, check_labels, check_logits, softmax64_inplace, spread
 
 
 #: Rows per block of the loss/gradient evaluation: about 2**16 entries (fits in L2 cache).
@@ -320,6 +320,11 @@ class TemperatureScaling(_ScalingCalibrator):
         self.inverse_temperature_ = float(params["inverse_temperature"])
         self.temperature_ = 1.0 / self.inverse_temperature_
 
+    def parameters(self) -> dict[str, float]:
+        """``temperature`` T and ``inverse_temperature`` a = 1/T, the fitted scalar (thesis eq. 9)."""
+        self._check_fitted()
+        return {"temperature": self.temperature_, "inverse_temperature": self.inverse_temperature_}
+
 
 #: Stopping rule of vector scaling (+ bias), documented in :class:`VectorScaling`.
 _VS_SETTINGS = {
@@ -529,6 +534,12 @@ class VectorScaling(_ScalingCalibrator):
         self.weights_ = np.asarray(params["weights"], dtype=np.float64)
         if self._bias:
             self.bias_ = np.asarray(params["bias"], dtype=np.float64)
+
+    def parameters(self) -> dict[str, float]:
+        """The K per-class weights w (``weight_mean``, ``_min``, ``_max``) and, with bias, the K biases b
+        (``bias_...``), each summarised by :func:`~calibrepro.calibrators.base.spread`."""
+        self._check_fitted()
+        return {**spread("weight", self.weights_), **(spread("bias", self.bias_) if self._bias else {})}
 
 
 class VectorScalingBias(VectorScaling):

@@ -31,7 +31,10 @@ same question.  No checksum of ``energydata_complete.csv`` is published (searche
 authors' repository, code and documentation indexes) and none could be computed here (no network),
 so it is pinned as ``unpinned:``: its sha256 is recorded on first use (the download's and the data
 step's logs say so and give it; compare it across runs) and its content is checked instead: the
-header, 10-minute steps, and at least ``past + horizon`` whole hours.
+header, 10-minute steps, and at least ``past + horizon`` whole hours.  A user who vouches for a copy
+pins it with the data set's ``sha256`` key: the download step then verifies that instead.  Only the
+``date`` and ``Appliances`` columns are read, so a copy holding just these two (the shared test
+data's ``appliances.csv``, whose sha256 is therefore not that of UCI's file) reads the same.
 """
 
 from __future__ import annotations
@@ -171,8 +174,9 @@ def downloads(spec: Mapping) -> list[Download]:
         ]
     if source == "uci_crime":
         return [Download(CRIME_URL + f, f"sha256:{h}", f"regression/communities/{f}") for f, h in CRIME_SHA256.items()]
-    if source == "energy":
-        return [Download(ENERGY_URL, ENERGY_CHECKSUM, "regression/energy/energydata_complete.csv")]
+    if source == "energy":  # the user's pin of their copy, if given (module docstring)
+        checksum = f"sha256:{spec['sha256']}" if spec.get("sha256") else ENERGY_CHECKSUM
+        return [Download(ENERGY_URL, checksum, "regression/energy/energydata_complete.csv")]
     if source in SOURCES:
         return []
     raise RegressionDataError(f"unknown regression source {source!r}; known: {', '.join(SOURCES)}")
@@ -522,9 +526,9 @@ def _finite(path: Path, key: str, a: np.ndarray) -> np.ndarray:
 def _given_from_npz(path: Path, arrays: Mapping[str, np.ndarray]):
     """``y`` and the predictive of a predictions file.
 
-    ``mean`` + ``std`` (N,): Gaussian.  ``samples`` (N, S), S >= 2: the uniform mixture of Gaussians
-    centred on the samples, each with ``std`` (N,) or (N, S) when given (e.g. MC-Dropout's noise), else
-    with a kernel density estimate's bandwidth per row, Silverman's rule ``1.06 s_t S^(-1/5)``
+    ``mean`` + ``std`` (N,): Gaussian (a std of 0: a point mass).  ``samples`` (N, S), S >= 2: the uniform
+    mixture of Gaussians centred on the samples, each with ``std`` (N,) or (N, S) when given (e.g.
+    MC-Dropout's noise), else with a kernel density estimate's bandwidth per row, Silverman's rule ``1.06 s_t S^(-1/5)``
     (Silverman 1986, eq. 3.28; s_t the samples' standard deviation): a continuous predictive whose
     CDF is the smoothed empirical CDF of the samples.
     """
@@ -548,9 +552,12 @@ def _given_from_npz(path: Path, arrays: Mapping[str, np.ndarray]):
     std = None
     if "std" in arrays:
         std = _finite(path, "std", np.asarray(arrays["std"]))
-        if (std <= 0).any():
-            row = int(np.argwhere(std <= 0)[0][0])
-            raise RegressionDataError(f"{path}: `std` must be > 0, row {row} has {std[row].ravel()[0]:g}")
+        mixture = "samples" in arrays  # its components need a spread; a Gaussian's 0 is a point mass
+        bad = std <= 0 if mixture else std < 0
+        if bad.any():
+            row = int(np.argwhere(bad)[0][0])
+            need = "> 0 with `samples`" if mixture else ">= 0 (0: a point mass)"
+            raise RegressionDataError(f"{path}: `std` must be {need}, row {row} has {std[row].ravel()[0]:g}")
     if "samples" in arrays:
         samples = _finite(path, "samples", np.asarray(arrays["samples"]))
         if samples.ndim != 2 or samples.shape[1] < 2:

@@ -169,7 +169,8 @@ def _mean(values: np.ndarray, weights):
     w = _weights(values.size, weights)
     if w is None:
         return float(np.mean(values))
-    return _value(w @ values / w.sum(axis=-1))
+    with np.errstate(invalid="ignore"):  # an infinite term (no density, no mean) times a count of 0: NaN, left out
+        return _value(w @ values / w.sum(axis=-1))
 
 
 def rmse(squared_error, weights=None) -> float:
@@ -216,6 +217,9 @@ class RegressionMetric(Metric):
     term: str = "pit"
     reference: str = ""
     target: float | None = None  # the ideal value, where there is one (coverage)
+    #: why the value can be NaN or infinite (a moment that does not exist, no density), said in the log
+    #: instead of writing it (:meth:`calibrepro.regression.task.RegressionTask.write_evaluation`)
+    undefined: str = ""
 
     def value(self, terms: SampleTerms, weights=None, levels=LEVELS):
         data = getattr(terms, self.term)
@@ -224,10 +228,19 @@ class RegressionMetric(Metric):
         return self.function(data, weights, levels)
 
 
+#: why a metric of each term can be undefined (the PIT values are always defined)
+_UNDEFINED = {
+    "squared_error": "the predictive mean does not exist (a Student-t with df <= 1)",
+    "neg_log_density": "the predictive has no density at the target (spread 0: a point mass)",
+    "crps": "the CRPS is infinite where the predictive mean does not exist (a Student-t with df <= 1)",
+    "variance": "the predictive variance does not exist (a Student-t with df <= 2)",
+}
+
+
 def _metric(name, higher, term, function, reference, target=None, bounds=(0.0, None),
             interval="percentile") -> RegressionMetric:
     spec = RegressionMetric(name, function, higher, interval=interval, bounds=bounds, term=term, reference=reference,
-                            target=target)
+                            target=target, undefined=_UNDEFINED.get(term, "a non-finite value"))
     return register(spec, "regression")
 
 

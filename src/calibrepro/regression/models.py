@@ -7,11 +7,18 @@ distribution in the target's units (:class:`Predictive`):
 
 - ``mc_dropout`` (Gal & Ghahramani 2016, sec. 4 and eq. 8): one hidden layer of ReLU units with
   dropout before the hidden and the output layer, trained by the squared error with weight decay;
-  at test time T stochastic passes. The predictive is the uniform mixture of the T Gaussians
-  N(f_t(x), 1/tau) (a Gaussian mixture: its moments are Gal's predictive mean and variance, eq. 8),
-  where tau is the model precision: ``tau`` from the config, or by default the maximum-likelihood
-  estimate from the training residuals of the MC mean (Gal & Ghahramani grid-searched tau on a
-  validation part; this keeps every training sample for training).
+  at test time T stochastic passes f_1(x) ... f_T(x).  ``noise`` says what the predictive adds to them:
+
+  * ``fitted`` (default): the uniform mixture of the T Gaussians N(f_t(x), 1/tau) (a Gaussian
+    mixture: its moments are Gal's predictive mean and variance, eq. 8), where tau is the model
+    precision: ``tau`` from the config, or the maximum-likelihood estimate from the training
+    residuals of the MC mean (Gal & Ghahramani grid-searched tau on a validation part; this keeps
+    every training sample for training);
+  * ``none``: the seed's model, which "does not measure the aleatoric uncertainty": the Gaussian
+    with the passes' mean and variance, ``(1/T) sum_t f_t`` and ``(1/T) sum_t f_t^2 - mean^2`` (eq. 8
+    without the 1/tau term; the seed assumes a normal predictive given its mean and variance).  Its
+    spread is the epistemic one alone, so it is overconfident (the seed's tables); where all T passes
+    agree (no dropout) it is a point mass.
 - ``aleatoric``: the same network with a second output per target, the log-variance through a
   softplus, trained by the Gaussian NLL (Nix & Weigend 1994; Kendall & Gal 2017, eq. 5); the
   predictive is the uniform mixture of the T Gaussians N(mu_t(x), sigma_t(x)^2).
@@ -42,6 +49,8 @@ import torch
 from torch import nn
 from torch.nn import functional
 
+from calibrepro.determinism import seeded, torch_threads
+
 #: regressor kind -> its default options (the config schema documents each key)
 COMMON = {
     "hidden": 50,  # one hidden layer of 50 units (Gal & Ghahramani 2016; Lakshminarayanan et al. 2017)
@@ -52,7 +61,7 @@ COMMON = {
     "device": "cpu",  # or "auto": the GPU when torch sees one
 }
 DEFAULTS = {
-    "mc_dropout": {**COMMON, "dropout": 0.05, "passes": 100, "tau": None, "weight_decay": 1e-4},
+    "mc_dropout": {**COMMON, "dropout": 0.05, "passes": 100, "noise": "fitted", "tau": None, "weight_decay": 1e-4},
     "aleatoric": {**COMMON, "dropout": 0.05, "passes": 100, "weight_decay": 1e-4},
     "ensemble": {**COMMON, "members": 5},
     "evidential": {**COMMON, "regulariser": 0.01},
@@ -83,14 +92,8 @@ class Predictive:
 @contextmanager
 def _seeded_torch(seed: int):
     """One CPU thread and the global torch RNG (layer initialisation, dropout) set to ``seed``, restored after."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            yield
-    finally:
-        torch.set_num_threads(threads)
+    with torch_threads(1), seeded(seed):
+        yield
 
 
 def _device(name: str) -> torch.device:
@@ -193,18 +196,34 @@ def _mc_passes(network, x, passes: int) -> torch.Tensor:
         return torch.stack([network(x) for _ in range(passes)])
 
 
+#: what ``mc_dropout``'s ``noise`` may be (module docstring)
+NOISE = ("fitted", "none")
+
+
+def kind_of(name: str, options: dict | None) -> str:
+    """A configured regressor's kind: its ``kind`` option, else its name (``models: {mc_dropout: {}}``)."""
+    return (options or {}).get("kind", name)
+
+
 def options_for(kind: str, options: dict | None) -> dict:
-    """The kind's defaults updated by ``options``; unknown kinds or keys stop with a message."""
+    """The kind's defaults updated by ``options`` (less ``kind``); unknown kinds, keys or values stop with a message."""
     if kind not in DEFAULTS:
         raise RegressorError(f"unknown regressor {kind!r}; choose one of {', '.join(KINDS)}")
-    unknown = sorted(set(options or {}) - set(DEFAULTS[kind]))
+    options = {key: value for key, value in (options or {}).items() if key != "kind"}
+    unknown = sorted(set(options) - set(DEFAULTS[kind]))
     if unknown:
         raise RegressorError(f"{kind}: unknown option(s) {unknown}; allowed: {sorted(DEFAULTS[kind])}")
-    return {**DEFAULTS[kind], **(options or {})}
+    opts = {**DEFAULTS[kind], **options}
+    if kind == "mc_dropout":
+        if opts["noise"] not in NOISE:
+            raise RegressorError(f"mc_dropout: noise must be one of {', '.join(NOISE)}, got {opts['noise']!r}")
+        if opts["noise"] == "none" and opts["tau"] is not None:
+            raise RegressorError("mc_dropout: tau is the noise term's precision; with noise: none leave tau out")
+    return opts
 
 
 def fit_predict(
-    kind: str,
+    name: str,
     x_train,
     y_train,
     x_test,
@@ -213,11 +232,13 @@ def fit_predict(
     seed: int = 0,
     logger: logging.Logger | None = None,
 ) -> Predictive:
-    """Train a regressor of ``kind`` on ``(x_train, y_train)``; its predictive distributions for ``x_test``.
+    """Train the regressor ``name`` (its kind: :func:`kind_of`) on ``(x_train, y_train)``; its predictive
+    distributions for ``x_test``.
 
     ``x_*``: (n, p) features; ``y_train``: (n,) or (n, d) targets. The returned parameters have shape
     (n_test, d[, k]) in the target's units.
     """
+    kind = kind_of(name, options)
     opts = options_for(kind, options)
     logger = logger or logging.getLogger(__name__)
     x_train, x_test = np.asarray(x_train, np.float64), np.asarray(x_test, np.float64)
@@ -237,14 +258,14 @@ def fit_predict(
     predictive = _FIT[kind](x, y, x_new, targets, opts, seed, logger)
     # back to the target's units: locations shift and scale, spreads scale
     params = {}
-    for name, value in predictive.params.items():
+    for key, value in predictive.params.items():
         value = value.astype(np.float64)
         column = (slice(None),) + (None,) * (value.ndim - 2)  # (d,) -> broadcast over mixture components
-        if name in ("means", "loc"):
+        if key in ("means", "loc", "mean"):
             value = value * scale_y.std[column] + scale_y.mean[column]
-        elif name in ("stds", "scale"):
+        elif key in ("stds", "scale", "std"):
             value = value * scale_y.std[column]
-        params[name] = value
+        params[key] = value
     logger.info("%s: trained on %d samples on %s in %.1f s", kind, len(x_train), device, time.perf_counter() - start)
     info = {
         **predictive.info,
@@ -262,7 +283,13 @@ def _fit_mc_dropout(x, y, x_new, targets, opts, seed, logger) -> Predictive:
     with _seeded_torch(seed):
         network = _network(x.shape[1], opts["hidden"], targets, opts["dropout"]).to(x.device)
         _train(network, lambda out, t: ((out - t) ** 2).mean(), x, y, opts, seed, logger, "mc_dropout")
+        # the training passes draw their masks first whatever the noise: both noises see the same test passes
         train_mean = _mc_passes(network, x, opts["passes"]).mean(0)
+        if opts["noise"] == "none":  # the seed's: the passes' mean and variance (float64), no noise term
+            passes = _mc_passes(network, x_new, opts["passes"]).double()  # (T, n, d)
+            mean = passes.mean(0)
+            std = ((passes - mean) ** 2).mean(0).sqrt()
+            return Predictive("gaussian", {"mean": mean.cpu().numpy(), "std": std.cpu().numpy()}, {"noise": "none"})
         # tau: given (in standardised target units: 1/tau is the noise variance), or the ML estimate
         if opts["tau"]:
             noise_var = torch.full((targets,), 1.0 / opts["tau"], dtype=torch.float64)

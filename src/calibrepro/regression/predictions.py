@@ -1,4 +1,4 @@
-"""A regressor's predictions on one split: ``results/regression/predictions/{dataset}/{model}/split{i}.npz``.
+"""A regressor's predictions on one split: ``results/<name>/regression/predictions/{dataset}/{model}/split{i}.npz``.
 
 Arrays of the test part, one row per (sample, output): for a table one output, for a time series
 one per forecast hour, rows ordered by sample then output.

@@ -34,8 +34,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from calibrepro.calibrators.base import FittedState
 from calibrepro.regression.distributions import Predictive
+from calibrepro.regression.distributions.recalibrated import LEVEL_EPS, RecalibratedDistribution
 
 __all__ = [
+    "LEVEL_EPS",
     "RECALIBRATORS",
     "IsotonicRecalibration",
     "RecalibratedDistribution",
@@ -47,14 +49,6 @@ __all__ = [
     "recalibrator_from_json",
 ]
 
-#: base levels are clipped to ``[LEVEL_EPS, 1 - LEVEL_EPS]`` before the base quantile function, so
-#: that a recalibrated level just below 1 that rounds to a base level of exactly 1 still gives a
-#: finite quantile (for a Student-t with 2 degrees of freedom, about 7e5 scales from its centre)
-LEVEL_EPS = 1e-12
-#: end pieces of the recalibration map narrower than this in level take the tail's conditional
-#: moments in the recalibrated moments (:meth:`RecalibratedDistribution._moments`)
-NARROW_PIECE = 1e-5
-
 
 def _check_y(y, n: int) -> np.ndarray:
     y = np.asarray(y, dtype=np.float64)
@@ -63,113 +57,6 @@ def _check_y(y, n: int) -> np.ndarray:
     if not np.isfinite(y).all():
         raise ValueError("y contains NaN or infinite values")
     return y
-
-
-class RecalibratedDistribution(Predictive):
-    """``G_t(y) = T(F_t(y))``: a base predictive composed with a piecewise-linear map T of [0, 1].
-
-    ``knots_x`` / ``knots_y`` (K,) are strictly increasing from (0, 0) to (1, 1).  Then G_t is a
-    continuous CDF with density ``T'(F_t(y)) f_t(y) > 0`` wherever f_t is, its quantile function is
-    ``F_t^-1(T^-1(q))`` (base levels clipped to ``[LEVEL_EPS, 1 - LEVEL_EPS]`` for 0 < q < 1; q = 0
-    and 1 give -inf and inf), and its moments are ``sum_k slope_k int_{F^-1(x_k)}^{F^-1(x_k+1)} y^j f``
-    (:meth:`Predictive.partial_moments` of the base, exact).
-    """
-
-    kind = "recalibrated"
-
-    def __init__(self, base: Predictive, knots_x, knots_y):
-        self.base = base
-        self.knots_x = np.asarray(knots_x, dtype=np.float64)
-        self.knots_y = np.asarray(knots_y, dtype=np.float64)
-        kx, ky = self.knots_x, self.knots_y
-        if (
-            kx.ndim != 1
-            or kx.shape != ky.shape
-            or kx.size < 2
-            or kx[0] != 0
-            or kx[-1] != 1
-            or ky[0] != 0
-            or ky[-1] != 1
-            or (np.diff(kx) <= 0).any()
-            or (np.diff(ky) <= 0).any()
-        ):
-            raise ValueError("knots must increase strictly from (0, 0) to (1, 1)")
-        self.slopes = np.diff(ky) / np.diff(kx)
-
-    def __len__(self):
-        return len(self.base)
-
-    def params(self):
-        raise TypeError("a recalibrated distribution is stored as its base's parameters and its recalibrator's JSON")
-
-    def take(self, index):
-        return RecalibratedDistribution(self.base.take(index), self.knots_x, self.knots_y)
-
-    def transform_levels(self, u) -> np.ndarray:
-        """``T(u)``: base levels to recalibrated levels."""
-        return np.interp(u, self.knots_x, self.knots_y)
-
-    def inverse_levels(self, q) -> np.ndarray:
-        """``T^-1(q)``: recalibrated levels to base levels."""
-        return np.interp(q, self.knots_y, self.knots_x)
-
-    def cdf(self, y):
-        return self.transform_levels(self.base.cdf(y))
-
-    def logpdf(self, y):
-        u = self.base.cdf(y)
-        segment = np.clip(np.searchsorted(self.knots_x, u, side="right") - 1, 0, self.slopes.size - 1)
-        return np.log(self.slopes[segment]) + self.base.logpdf(y)
-
-    def ppf(self, q):
-        q = np.asarray(q, dtype=np.float64)
-        u = np.clip(self.inverse_levels(q), LEVEL_EPS, 1 - LEVEL_EPS)
-        out = self.base.ppf(u)
-        return np.where(q <= 0, -np.inf, np.where(q >= 1, np.inf, out))
-
-    def _moments(self):
-        """``E[Y^j] = sum_k slope_k (C_j(b_k+1) - C_j(b_k))``, ``b_k = F^-1(x_k)``, ``C_j`` the base's
-        cumulative moments (j = 1, 2).  Where that difference would cancel (two calibration values almost
-        equal, or one almost 0 or 1: slopes reach 1e11 and multiply its rounding), the piece contributes
-        ``dy_k`` times the mean of ``F^-1(u)^j`` over it instead: where ``b_k+1 - b_k <= 1e-6 (1 + |b_k|)``
-        the trapezoid rule ``(b_k^j + b_k+1^j) / 2`` (error below ``dy_k (b_k+1 - b_k)^2 |f'/f| / 12``), and
-        for an end piece narrower than :data:`NARROW_PIECE` in level the tail's conditional moment:
-        ``C_j(b_1) / C_0(b_1)`` below the first knot, and above the last the same of the reflected
-        distribution (:meth:`Predictive.reflected`) at ``-b``, where nothing cancels."""
-        n, kx = len(self), self.knots_x
-        b, c1, c2 = self.base.ppf_cumulative_moments(np.broadcast_to(kx, (n, kx.size)))
-        dy = np.diff(self.knots_y)
-        with np.errstate(invalid="ignore"):
-            gap = np.diff(b, axis=1)
-            close = np.isfinite(gap) & (np.abs(gap) <= 1e-6 * (1 + np.abs(b[:, :-1])))
-        pieces = []
-        for j, c in ((1, c1), (2, c2)):
-            with np.errstate(invalid="ignore"):
-                pieces.append(np.where(close, dy * (b[:, :-1] ** j + b[:, 1:] ** j) / 2, np.diff(c, axis=1) * self.slopes))
-        if kx[1] < NARROW_PIECE:  # (0, x_1): E[Y^j | Y <= b_1]
-            c0, *cj = self.base.cumulative_moments(b[:, 1])
-            for piece, c in zip(pieces, cj):
-                piece[:, 0] = dy[0] * c / c0
-        if 1 - kx[-2] < NARROW_PIECE:  # (x_K-1, 1): E[Y^j | Y > b] = (-1)^j E[Z^j | Z < -b], Z = -Y
-            c0, *cj = self.base.reflected().cumulative_moments(-b[:, -2])
-            for j, (piece, c) in enumerate(zip(pieces, cj), 1):
-                piece[:, -1] = dy[-1] * (-1) ** j * c / c0
-        return pieces[0].sum(axis=1), pieces[1].sum(axis=1)
-
-    def mean(self):
-        return self._moments()[0]
-
-    def var(self):
-        m1, m2 = self._moments()
-        return np.maximum(m2 - m1 * m1, 0.0)
-
-    def mean_var(self) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and variance from one pass over the knots (what the metrics use)."""
-        m1, m2 = self._moments()
-        return m1, np.maximum(m2 - m1 * m1, 0.0)
-
-    def scaled(self, s):
-        raise TypeError("scale the base predictive before recalibrating it")
 
 
 class Recalibrator(FittedState, BaseEstimator):
@@ -230,32 +117,51 @@ class Uncalibrated(Recalibrator):
         pass
 
 
-def _ecdf_knots(values: np.ndarray, max_knots: int) -> tuple[np.ndarray, np.ndarray]:
+def _ecdf_knots(values: np.ndarray, max_knots: int, eps: float = LEVEL_EPS) -> tuple[np.ndarray, np.ndarray]:
     """Kuleshov's recalibration map: the empirical CDF of the calibration values, anchored at (0, 0), (1, 1).
 
     Kuleshov et al. (2018), Algorithm 1, pairs each calibration value ``v_t`` (a PIT value, or a
     central level ``|2 u_t - 1|``) with the fraction of values at or below it and fits an isotonic
     regression to the pairs; the fractions already increase with ``v_t``, so the fit is the pairs
-    themselves and the map is the empirical CDF, interpolated linearly.  Two choices keep it a
-    proper, strictly increasing CDF transform with a bounded cost:
+    themselves and the map is the empirical CDF, interpolated linearly.  Three choices keep it a
+    proper, strictly increasing CDF transform with a bounded cost, whatever the values:
 
     * the fraction is ``#{s : v_s <= v} / (T + 1)`` (Weibull's plotting position, within 1/(T + 1)
       of Kuleshov's ``/ T``), so the last knot stays below (1, 1): with ``/ T`` the top piece would be
       flat, a zero density and an infinite NLL for a test value above every calibration value;
+    * the knots' levels lie in ``[eps, 1 - eps]``: a value nearer 0 or 1 (exactly 0 or 1 where the
+      model gives the target probability 0 or 1 beyond it: an overconfident model's usual case) moves
+      to the nearest bound, and its fraction counts the values at or below that bound.  So a share
+      ``a`` of values at or below ``eps`` gives the knot ``(eps, a)``: the recalibrated predictive puts
+      that mass in the base's tail below its eps-quantile, shaped as that tail; a share ``b`` above
+      ``1 - eps`` leaves ``1 - b`` as the last knot's level at most: the mass b goes to the base's
+      tail above its (1 - eps)-quantile.  No knot lands where double precision cannot place a
+      quantile, and levels above the last knot are "repaired" only by that tail (the seed's
+      observation on an overconfident model);
+    * a knot whose fraction equals the previous one's (tied values merged by the clipping) is
+      dropped, so T is strictly increasing (no flat piece, no zero density); with no value at or
+      below ``1 - eps`` the map is the identity;
     * at most ``max_knots`` knots, at equally spaced ranks (the map then deviates from the full
       empirical CDF by at most about 1/max_knots in level): the recalibrated predictive's moments
       and quantiles cost one base quantile per knot and sample, whatever the calibration size.
-
-    Values of exactly 0 or 1 (a target the model gives probability 0) count in the fractions but
-    leave their knot to the anchors.
     """
     v = np.sort(np.clip(values, 0.0, 1.0))
     t = v.size
     ranks = np.unique(np.round(np.linspace(1, t, min(t, max_knots - 2))).astype(np.int64))
-    x = np.unique(v[ranks - 1])
+    x = np.unique(np.clip(v[ranks - 1], eps, 1.0 - eps))
     y = np.searchsorted(v, x, side="right") / (t + 1.0)
-    inside = (x > 0) & (x < 1)
-    return np.concatenate([[0.0], x[inside], [1.0]]), np.concatenate([[0.0], y[inside], [1.0]])
+    return _strictly_increasing(np.concatenate([[0.0], x, [1.0]]), np.concatenate([[0.0], y, [1.0]]))
+
+
+def _strictly_increasing(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The knots (x increasing, y non-decreasing, anchors first and last) that rise in both x and y
+    over the last one kept; the anchor (1, 1) is always kept (it rises over every inner knot)."""
+    keep = np.ones(x.size, dtype=bool)
+    last = 0
+    for i in range(1, x.size):  # K <= max_knots iterations
+        keep[i] = x[i] > x[last] and y[i] > y[last]
+        last = i if keep[i] else last
+    return x[keep], y[keep]
 
 
 def _check_knots(max_knots) -> int:
@@ -291,6 +197,11 @@ class _KnotsRecalibrator(Recalibrator):
     def _set_state(self, params):
         self.knots_x_ = np.asarray(params["knots_x"], dtype=np.float64)
         self.knots_y_ = np.asarray(params["knots_y"], dtype=np.float64)
+
+    def parameters(self) -> dict[str, int]:
+        """``knots``: the knots of the fitted map T, the anchors (0, 0) and (1, 1) included (:func:`_ecdf_knots`)."""
+        self._check_fitted()
+        return {"knots": int(self.knots_x_.size)}
 
 
 class IsotonicRecalibration(_KnotsRecalibrator):
@@ -328,8 +239,9 @@ class TwoSidedIsotonicRecalibration(_KnotsRecalibrator):
     reference = "Kuleshov et al. 2018, Algorithm 1, on central intervals (seed 002)"
 
     def _knots(self, pit, max_knots):
-        cx, cy = _ecdf_knots(np.abs(2.0 * pit - 1.0), max_knots // 2 + 1)  # mirrored: at most max_knots in all
-        return _mirrored(cx), _mirrored(cy)
+        # central levels in [2 eps, 1 - 2 eps]: mirrored, the base levels in [eps, 1 - eps] as one-sided
+        cx, cy = _ecdf_knots(np.abs(2.0 * pit - 1.0), max_knots // 2 + 1, 2 * LEVEL_EPS)  # at most max_knots in all
+        return _strictly_increasing(_mirrored(cx), _mirrored(cy))  # 1/2 -+ c/2 may round two c's together
 
 
 #: criteria of :class:`StdScaling` besides the Gaussian NLL: uncertainty-toolbox's
@@ -349,7 +261,9 @@ class StdScaling(Recalibrator):
     standard deviation (for a mixture or a Student-t: its moments).  ``criterion`` "mace",
     "rmsce" or "miscalibration_area" instead minimise that two-sided calibration error over
     ``s in [1e-2, 1e2]`` (uncertainty-toolbox's ``optimize_recalibration_ratio``; bounded search in
-    log s after a grid of 201 points, the error being a step function of s).
+    log s after a grid of 201 points, the error being a step function of s).  Rows whose mean or
+    variance does not exist (a Student-t with ``df <= 2``) or whose spread is 0 (a point mass: any s
+    leaves it unchanged) say nothing about s and are left out of the NLL; with no row left, s = 1.
     """
 
     method = "std_scaling"
@@ -361,9 +275,16 @@ class StdScaling(Recalibrator):
 
     def fit(self, predictive, y):
         y = _check_y(y, len(predictive))
+        self.diagnostics_ = {}
         if self.criterion == "nll":
             mean, var = _mean_var(predictive)
-            self.scale_ = float(np.sqrt(np.mean((y - mean) ** 2 / var)))
+            usable = np.isfinite(mean) & np.isfinite(var) & (var > 0)
+            if usable.any():
+                self.scale_ = float(np.sqrt(np.mean((y[usable] - mean[usable]) ** 2 / var[usable])))
+            else:
+                self.scale_ = 1.0
+            if not usable.all():
+                self.diagnostics_["rows_without_finite_positive_variance"] = int((~usable).sum())
         elif self.criterion in _CAL_CRITERIA:
             self.scale_ = _search_scale(predictive, y, self.criterion)
         else:
@@ -373,7 +294,7 @@ class StdScaling(Recalibrator):
                 f"std scaling found no positive finite factor (got {self.scale_}); check the predictive's std"
             )
         self.n_fit_ = int(y.size)
-        self.diagnostics_ = {"scale": self.scale_}
+        self.diagnostics_["scale"] = self.scale_
         return self
 
     def transform(self, predictive):
@@ -385,6 +306,11 @@ class StdScaling(Recalibrator):
 
     def _set_state(self, params):
         self.scale_ = float(params["scale"])
+
+    def parameters(self) -> dict[str, float]:
+        """``scale``: the factor s on every standard deviation (the class docstring; Levi et al. 2019, sec. 4)."""
+        self._check_fitted()
+        return {"scale": self.scale_}
 
 
 def _mean_var(predictive: Predictive) -> tuple[np.ndarray, np.ndarray]:

@@ -1,4 +1,4 @@
-"""Tables and the reproduction report of the regression half, from ``results/regression/metrics.csv``.
+"""Tables and the reproduction report of the regression half, from ``results/<name>/regression/metrics.csv``.
 
 Tables (Markdown and LaTeX, through :mod:`calibrepro.report.tables`' templates and escaping), in
 the seed's layout, each cell the mean ± sample standard deviation over the splits:
@@ -18,7 +18,8 @@ lists each published cell with our mean over the splits, its bootstrap interval 
 (:mod:`calibrepro.regression.uncertainty`, at ``uncertainty.level``) and whether the published value
 lies inside, and beside them the 95 % t-interval of the mean over the splits (mean ±
 t_{0.975, n-1} s / sqrt(n); none with one split), which also covers retraining.  Without the
-bootstrap (``uncertainty.enabled: false``) the t-interval decides "inside".
+bootstrap (``uncertainty.enabled: false``) the t-interval decides "inside".  After the table, the
+seed's qualitative findings with their verdicts (:mod:`.claims`).
 Equal inputs give byte-identical files.
 """
 
@@ -31,7 +32,7 @@ from pathlib import Path
 from calibrepro.io import read_tidy_csv, write_text
 
 PUBLISHED = Path(__file__).resolve().parent.parent / "data" / "regression_published.csv"
-#: the columns of ``results/regression/metrics.csv`` and of each model's part of it (:mod:`.task` writes them)
+#: the columns of ``results/<name>/regression/metrics.csv`` and of each model's part of it (:mod:`.task` writes them)
 COLUMNS = ("dataset", "model", "method", "split", "metric", "value")
 #: the seed-layout tables, then one table per metric (``metric_<name>``)
 SEED_TABLES = ("msce_one_sided", "msce_two_sided", "aleatoric", "aleatoric_rmse")
@@ -217,17 +218,21 @@ def write_regression_tables(metrics_csv, outputs: dict[str, tuple[str, str]], *,
 
 
 def write_regression_reproduction(metrics_csv, output, *, sources: dict[str, str], language: str = "en",
-                                  intervals: dict | None = None, level: float = 0.95) -> None:
+                                  intervals: dict | None = None, level: float = 0.95, curves_files=()) -> None:
     """Each published value beside ours: mean over the splits, its bootstrap interval (``intervals``:
     ``(dataset, model, method, metric) -> Interval``; where absent, the t-interval decides), inside or not,
-    and the t-interval over the splits."""
+    and the t-interval over the splits; then the seed's findings checked on ``metrics_csv`` and the curves
+    files (:func:`.claims.check_claims`)."""
+    from calibrepro.regression.claims import check_claims, claims_lines
+
     metrics = read_metrics(metrics_csv)
     published = read_published()
     intervals = intervals or {}
     percent = f"{100 * level:g} %"
     lines = ["# Regression: reproduction of the published values", "",
              "Published: Kuleshov, Fenner & Ermon 2018 (as quoted by the seed) and the seed's own (seed 002). "
-             "Ours: the mean over the splits of `results/regression/metrics.csv`; our interval: its "
+             "Ours: the mean over the splits of `results/<name>/regression/metrics.csv` (model mc_dropout: the "
+             "seed's MC-Dropout, without a noise term); our interval: its "
              f"{percent} bootstrap interval over the test samples (splits fixed; `uncertainty.*`); t-interval: "
              "the 95 % t-interval of that mean over the splits (covers retraining too; it decides \"inside\" "
              "where there is no bootstrap). The plug-in MSCE is biased upwards (a resample's more so): the "
@@ -266,6 +271,10 @@ def write_regression_reproduction(metrics_csv, output, *, sources: dict[str, str
     if marked:
         lines[-1:-1] = ["†: ours lies outside its interval; after † the bias-corrected estimate the interval is "
                         "centred on (basic and debiased intervals: 2 x ours - the resamples' median)."]
+    crime = next((d for d, source in sources.items() if source == "uci_crime"), None)
+    figure = f"figures/reliability/{crime}/mc_dropout.png" if crime and (crime, "mc_dropout") in {
+        key[:2] for key in metrics} else None
+    lines += claims_lines(check_claims(metrics, curves_files, sources), figure)
     write_text(output, "\n".join(lines))
 
 

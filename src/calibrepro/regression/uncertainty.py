@@ -100,7 +100,8 @@ def mean_intervals(files: Iterable[str | os.PathLike], estimates: Mapping[tuple[
                    level: float, choice: str) -> dict[tuple[str, str, str, str], Interval]:
     """``(dataset, model, method, metric) -> Interval`` of the mean over the splits, from the splits'
     replicate files; ``estimates`` are the means of ``metrics.csv`` (the intervals' point estimates).
-    Cells whose files hold no replicates (``uncertainty.enabled: false``) are left out."""
+    Cells whose files hold no replicates (``uncertainty.enabled: false``), or a replicate that is not finite
+    (a metric undefined on some resample, left out of ``metrics.csv`` too), are left out."""
     by_cell: dict[tuple[str, str, str, str], dict[int, np.ndarray]] = {}
     for path in files:
         (dataset, model, split), values = load_replicates(path)
@@ -108,7 +109,7 @@ def mean_intervals(files: Iterable[str | os.PathLike], estimates: Mapping[tuple[
             by_cell.setdefault((dataset, model, method, metric), {})[split] = replicates
     out = {}
     for key, splits in by_cell.items():
-        if key not in estimates or not all(r.size for r in splits.values()):
+        if key not in estimates or not all(r.size and np.isfinite(r).all() for r in splits.values()):
             continue
         mean = np.mean([splits[s] for s in sorted(splits)], axis=0)
         bounds = REGRESSION_METRICS[key[3]].bounds

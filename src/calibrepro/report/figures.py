@@ -48,6 +48,8 @@ WIDTH_IN = 7.0
 PANEL_HEIGHT_IN = 2.15
 PNG_METADATA = {"Software": None}
 PDF_METADATA = {"Creator": None, "Producer": None, "CreationDate": None}
+#: the ticks of both axes of every panel (and the light grid lines at the inner ones)
+TICKS = [0, 0.2, 0.4, 0.6, 0.8, 1.0]
 
 
 def ordered_methods(methods) -> list[str]:
@@ -111,8 +113,6 @@ def build_reliability_figure(
     """
     language = check_language(language)
     data = check_reliability(data)
-    text = _TEXT[language]
-    bins = data["bins"]
     methods = ordered_methods(list(data["methods"]))
     rows, cols = _grid(len(methods))
     if title is None:
@@ -121,73 +121,86 @@ def build_reliability_figure(
     FigureCanvasAgg(figure)
     axes = figure.subplots(rows, cols, sharex=True, sharey=True, squeeze=False,
                            gridspec_kw=_layout(rows, cols, bool(title)))
-
-    width = 1.0 / bins
-    bar = width / 3.0
-    centres = [(m + 0.5) * width for m in range(bins)]
-    ticks = [0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    width = 1.0 / data["bins"]
+    centres = [(m + 0.5) * width for m in range(data["bins"])]
     for index, ax in enumerate(axes.flat):
         if index >= len(methods):
             ax.set_visible(False)
             continue
-        method = methods[index]
-        record = data["methods"][method]
-        total = sum(record["count"]) or 1
-        series = {
-            "confidence": record["confidence"],
-            "accuracy": record["accuracy"],
-            "weight": [n / total for n in record["count"]],
-        }
-        for offset, key in zip((-bar, 0.0, bar), ("confidence", "accuracy", "weight")):
-            xs = [c + offset for c, v, n in zip(centres, series[key], record["count"]) if n and v is not None]
-            hs = [v for v, n in zip(series[key], record["count"]) if n and v is not None]
-            ax.add_collection(_bar_collection(xs, hs, bar * 0.92, COLORS[key]), autolim=False)
-        if counts:
-            for c, n in zip(centres, record["count"]):
-                if n:  # at the foot of the bin, on a white ground over its bars
-                    ax.text(c, 0.015, str(n), ha="center", va="bottom", fontsize=4.5, rotation=90, zorder=5,
-                            bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none",
-                                  "alpha": 0.8})
-        if intervals is not None:
-            bounds = accuracy_intervals(record, intervals)
-            segments = [[(c, low), (c, high)] for c, (low, high), n in zip(centres, bounds, record["count"]) if n]
-            caps = [[(c - bar * 0.25, y), (c + bar * 0.25, y)]
-                    for c, pair, n in zip(centres, bounds, record["count"]) if n for y in pair]
-            ax.add_collection(LineCollection(segments + caps, colors="black", linewidths=0.6, zorder=4),
-                              autolim=False)
-        ax.plot([0, 1], [0, 1], color="0.55", linewidth=0.6, linestyle=(0, (3, 2)), zorder=1)
-        ax.set_title(method_name(method, language), fontsize=9, pad=3, y=1.0)  # fixed y: no auto-placement per draw
-        ece = bin_ece(record)
-        if not math.isnan(ece):
-            ax.text(
-                0.03, 0.96, f"ECE = {ece * 100:.2f}%", transform=ax.transAxes, ha="left", va="top",
-                fontsize=7.5, bbox={"boxstyle": "round,pad=0.25", "facecolor": "white", "edgecolor": "0.8",
-                                    "linewidth": 0.5},
-                zorder=3,
-            )
-        if index == 0:  # shared axes: limits and tick positions are set once for all panels
-            ax.set_xlim(0, 1)
-            ax.set_ylim(0, 1)
-            ax.set_xticks(ticks)
-            ax.set_yticks(ticks)
-        row, col = divmod(index, cols)
-        bottom = row == rows - 1 or index + cols >= len(methods)
-        ax.tick_params(labelsize=7, length=2.5, width=0.6, pad=2, labelbottom=bottom)
-        ax.add_collection(LineCollection([[(0, y), (1, y)] for y in ticks[1:-1]], colors="0.9", linewidths=0.5,
-                                         zorder=0), autolim=False)
-        for spine in ax.spines.values():
-            spine.set_linewidth(0.6)
-        if bottom:
-            ax.set_xlabel(text["xlabel"], fontsize=8, labelpad=2)
-        if col == 0:
-            ax.set_ylabel(text["ylabel"], fontsize=8, labelpad=2)
+        _draw_panel(ax, method_name(methods[index], language), data["methods"][methods[index]], centres, width / 3.0,
+                    intervals=intervals, counts=counts)
+        _style_panel(ax, index, rows, cols, len(methods), _TEXT[language])
+    _add_title_and_legend(figure, title, _TEXT[language])
+    return figure
 
+
+def _draw_panel(ax, name: str, record: dict, centres: list[float], bar: float, *, intervals: float | None,
+                counts: bool) -> None:
+    """One method's panel: per bin its confidence, accuracy and weight bars (with the sample counts and
+    the accuracy's error bars where asked), the diagonal, the method's name and its ECE."""
+    total = sum(record["count"]) or 1
+    series = {
+        "confidence": record["confidence"],
+        "accuracy": record["accuracy"],
+        "weight": [n / total for n in record["count"]],
+    }
+    for offset, key in zip((-bar, 0.0, bar), ("confidence", "accuracy", "weight")):
+        xs = [c + offset for c, v, n in zip(centres, series[key], record["count"]) if n and v is not None]
+        hs = [v for v, n in zip(series[key], record["count"]) if n and v is not None]
+        ax.add_collection(_bar_collection(xs, hs, bar * 0.92, COLORS[key]), autolim=False)
+    if counts:
+        for c, n in zip(centres, record["count"]):
+            if n:  # at the foot of the bin, on a white ground over its bars
+                ax.text(c, 0.015, str(n), ha="center", va="bottom", fontsize=4.5, rotation=90, zorder=5,
+                        bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none",
+                              "alpha": 0.8})
+    if intervals is not None:
+        bounds = accuracy_intervals(record, intervals)
+        segments = [[(c, low), (c, high)] for c, (low, high), n in zip(centres, bounds, record["count"]) if n]
+        caps = [[(c - bar * 0.25, y), (c + bar * 0.25, y)]
+                for c, pair, n in zip(centres, bounds, record["count"]) if n for y in pair]
+        ax.add_collection(LineCollection(segments + caps, colors="black", linewidths=0.6, zorder=4),
+                          autolim=False)
+    ax.plot([0, 1], [0, 1], color="0.55", linewidth=0.6, linestyle=(0, (3, 2)), zorder=1)
+    ax.set_title(name, fontsize=9, pad=3, y=1.0)  # fixed y: no auto-placement per draw
+    ece = bin_ece(record)
+    if not math.isnan(ece):
+        ax.text(
+            0.03, 0.96, f"ECE = {ece * 100:.2f}%", transform=ax.transAxes, ha="left", va="top",
+            fontsize=7.5, bbox={"boxstyle": "round,pad=0.25", "facecolor": "white", "edgecolor": "0.8",
+                                "linewidth": 0.5},
+            zorder=3,
+        )
+
+
+def _style_panel(ax, index: int, rows: int, cols: int, panels: int, text: dict) -> None:
+    """The axes of panel ``index`` of ``panels``: limits and ticks (shared, so set once), light grid
+    lines, thin spines, axis labels on the bottom row and the left column."""
+    if index == 0:  # shared axes: limits and tick positions are set once for all panels
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_xticks(TICKS)
+        ax.set_yticks(TICKS)
+    row, col = divmod(index, cols)
+    bottom = row == rows - 1 or index + cols >= panels
+    ax.tick_params(labelsize=7, length=2.5, width=0.6, pad=2, labelbottom=bottom)
+    ax.add_collection(LineCollection([[(0, y), (1, y)] for y in TICKS[1:-1]], colors="0.9", linewidths=0.5,
+                                     zorder=0), autolim=False)
+    for spine in ax.spines.values():
+        spine.set_linewidth(0.6)
+    if bottom:
+        ax.set_xlabel(text["xlabel"], fontsize=8, labelpad=2)
+    if col == 0:
+        ax.set_ylabel(text["ylabel"], fontsize=8, labelpad=2)
+
+
+def _add_title_and_legend(figure: Figure, title: str, text: dict) -> None:
+    """The figure's title (when not empty) and the legend of the three bars under the panels."""
     handles = [Patch(color=COLORS[key], label=text[key]) for key in ("confidence", "accuracy", "weight")]
     if title:
         figure.suptitle(title, fontsize=10, y=1 - 0.05 / figure.get_figheight(), va="top")
     figure.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.0), ncols=3, fontsize=8,
                   frameon=False, handlelength=1.2, columnspacing=1.5)
-    return figure
 
 
 def write_reliability_figure(

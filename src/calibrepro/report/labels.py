@@ -45,6 +45,50 @@ THESIS_FIGURES = {
     "figure4": ("imagenet", "tf_efficientnet_b8"),
 }
 
+#: the fitted-parameters tables (:mod:`calibrepro.report.parameter_tables`): the column of each number of the
+#: calibrators' and recalibrators' ``parameters()`` and of the convergence record (defined in
+#: :mod:`calibrepro.report.parameters_file`); a name not listed prints as it is
+PARAMETER_NAMES = {
+    **{name: {"en": en, "ru": ru} for name, en, ru in [
+        ("temperature", "T", "T"), ("inverse_temperature", "1/T", "1/T"),
+        ("weight_temperature_scaled", "w (T-scaled)", "w (T-scaling)"),
+        ("weight_uncalibrated", "w (uncalibrated)", "w (до калибровки)"), ("weight_uniform", "w (uniform)", "w (равномерное)"),
+        ("bins", "bins (K·M)", "бинов (K·M)"), ("empty_bins", "empty bins", "пустых бинов"),
+        ("lambda", "λ", "λ"), ("mu", "μ", "μ"), ("search_capped", "search capped", "поиск на пределе"),
+        ("converged", "converged", "сошлась"), ("iterations", "iterations", "итераций"),
+        ("knots", "knots", "узлов"), ("scale", "s", "s"),
+    ]},
+    **{f"{part}_{stat}": {"en": f"{en} {stat}", "ru": f"{ru} {ru_stat}"}  # a vector's spread
+       for part, en, ru in (("weight", "w", "w"), ("bias", "b", "b"), ("thresholds", "thresholds", "порогов"))
+       for stat, ru_stat in (("mean", "средн."), ("min", "мин."), ("max", "макс."))},
+}
+#: how the yes/no numbers (1, 0) of the parameters print
+YES_NO = {"en": ("yes", "no"), "ru": ("да", "нет")}
+#: the header of the seed (classification) or split (regression) column, shown with several
+SEED_HEADERS = {"classification": {"en": "Seed", "ru": "Seed"}, "regression": {"en": "Split", "ru": "Разбиение"}}
+#: the word before a method's name in the caption of its LaTeX table of fitted parameters
+PARAMETERS_TITLE = {"en": "Fitted parameters", "ru": "Подобранные параметры"}
+PARAMETER_CAPTIONS = {
+    "classification": {
+        "en": "Fitted parameters of every calibrator, fitted on the calibration half: what it learned (K values, one "
+        "per class, as their mean, smallest and largest), the regularisation its cross-validation chose and how "
+        "its fit ended. Exact values: parameters.csv of the run's results; definitions: "
+        'docs/library.md, "Fitted parameters".',
+        "ru": "Параметры калибраторов, подобранные на калибровочной выборке: найденные значения (K значений, по "
+        "одному на класс, – их среднее, минимум и максимум), выбранная кросс-валидацией сила регуляризации и "
+        "завершение подгонки. Точные значения – в parameters.csv результатов запуска; определения: "
+        'docs/library.md, "Fitted parameters".',
+    },
+    "regression": {
+        "en": "Fitted state of every recalibrator, fitted on the calibration part of each split: the knots of the "
+        "isotonic maps and the factor s of std scaling. Exact values: regression/parameters.csv of the run's "
+        'results; definitions: docs/library.md, "Fitted parameters".',
+        "ru": "Подобранные параметры методов рекалибровки на калибровочной части каждого разбиения: число узлов "
+        "изотонических отображений и множитель s стандартного отклонения. Точные значения – в "
+        'regression/parameters.csv результатов запуска; определения: docs/library.md, "Fitted parameters".',
+    },
+}
+
 _VALUES_RU = "Значения метрики приводятся для тестовой выборки до и после калибровки."
 _VALUES_EN = "Values on the test half of the data, before and after calibration."
 
@@ -245,6 +289,14 @@ def format_number(value: float, decimals: int) -> str:
     if text.startswith("-") and not text.strip("-0."):
         text = text[1:]
     return text
+
+
+def format_parameter(value: int | float) -> str:
+    """A fitted parameter as the parameters tables print it: an integer as it is, a float with four significant
+    digits, ``format(x, ".4g")`` (1.377, 0.01, 27.2, 2.22e-17: their scales vary), -0 as 0."""
+    if isinstance(value, int):
+        return str(value)
+    return "0" if value == 0 else format(value, ".4g")
 
 
 def caption_text(metric: str, language: str, bins: int = 15) -> str:

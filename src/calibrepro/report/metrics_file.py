@@ -1,7 +1,7 @@
-"""The metrics files: write, gather, read ``results/metrics.csv`` and summarise it per table cell.
+"""The metrics files: write, gather, read ``results/<name>/metrics.csv`` and summarise it per table cell.
 
-This module owns the format of ``results/evaluations/{dataset}/{model}/seed{seed}.csv`` (one
-model's rows) and of ``results/metrics.csv`` (every model's, concatenated in config order).
+This module owns the format of ``results/<name>/evaluations/{dataset}/{model}/seed{seed}.csv`` (one
+model's rows) and of ``results/<name>/metrics.csv`` (every model's, concatenated in config order).
 Both are tidy: ``dataset,model,method,seed,metric,value`` with ``value`` a fraction. Rows
 (dataset/model pairs) and columns (methods) of a table keep the order in which they first appear
 in the file, which is the configuration's order.
@@ -11,10 +11,8 @@ and independent of row order, so equal per-seed values give bit-equal means and 
 ties); the spread is the sample standard deviation (``ddof=1``), the usual estimate of the
 split-to-split spread from a handful of splits; it is undefined (NaN, not printed) for one seed.
 
-Fits that did not converge: a row with the pseudo-metric ``fit_not_converged`` (value 1) per
-calibrator whose fit stopped before its convergence criterion (its JSON's ``converged: false``);
-:func:`read_metrics` keeps these apart (:attr:`Metrics.not_converged`), so they are no metric of any
-table, and the tables mark those cells.  A run whose fits all converged has no such row.
+The file holds metrics only: how each calibrator's fit ended is in the convergence records beside it
+(:mod:`calibrepro.report.convergence_file`).
 
 Bold: within a row, every method whose unrounded value (its mean, with several seeds) equals the
 best unrounded value of the row exactly; the best is the maximum for accuracy and the minimum
@@ -32,17 +30,16 @@ from calibrepro.io import concatenate_csv, read_tidy_csv, tidy_csv
 from calibrepro.report.labels import metric_spec
 
 COLUMNS = ("dataset", "model", "method", "seed", "metric", "value")
-#: the pseudo-metric of a fit that did not converge (module docstring)
-NOT_CONVERGED = "fit_not_converged"
 
 
 class MetricsFileError(ValueError):
     """``metrics.csv`` is missing columns or holds values the report cannot use."""
 
 
-def format_metrics(rows) -> str:
-    """CSV text of ``(dataset, model, method, seed, metric, value)`` rows under the header (values by ``repr``)."""
-    return tidy_csv(COLUMNS, [(*keys, float(value)) for *keys, value in rows])
+def format_metrics(rows, where="a metrics file") -> str:
+    """CSV text of ``(dataset, model, method, seed, metric, value)`` rows under the header (values by ``repr``;
+    NaN or infinity refused, naming ``where``: :func:`calibrepro.io.tidy_csv`)."""
+    return tidy_csv(COLUMNS, [(*keys, float(value)) for *keys, value in rows], where)
 
 
 def concatenate_metrics(inputs, output) -> int:
@@ -64,8 +61,6 @@ class Metrics:
     seeds: list[int] = field(default_factory=list)
     #: (dataset, model, method, metric) -> {seed: value}
     values: dict[tuple[str, str, str, str], dict[int, float]] = field(default_factory=dict)
-    #: (dataset, model, method, seed) of every fit that did not converge
-    not_converged: set[tuple[str, str, str, int]] = field(default_factory=set)
 
     def seeds_of(self, metric: str) -> list[int]:
         """The seeds that hold at least one value of ``metric``."""
@@ -101,10 +96,6 @@ def read_metrics(path: str | os.PathLike) -> Metrics:
             value = float(text) if text else math.nan
         except ValueError:
             raise MetricsFileError(f"{path}, line {line}: value {text!r} is not a number") from None
-        if metric == NOT_CONVERGED:
-            if value == 1.0:
-                result.not_converged.add((dataset, model, method, seed))
-            continue
         key = (dataset, model, method, metric)
         by_seed = result.values.setdefault(key, {})
         if seed in by_seed:

@@ -1,27 +1,9 @@
-"""``reports/reproduction.md``: regenerated values against the published ones, cell by cell.
+"""``reports/<name>/reproduction.md``: regenerated values against the published ones, cell by cell.
 
-For every cell present in both the published file and ``metrics.csv``:
-
-* **identical**: our seed-``seed`` value (seed 0 = the thesis's own split), in printed units
-  (x100 for percent metrics) and formatted with as many decimals as the published string
-  (``format(x, ".3f")``, see :mod:`calibrepro.report.labels`), equals the published string.
-* **difference**: our printed value minus the published value, in printed units (exact decimal
-  subtraction of the two printed strings, so it is 0 exactly when the cell is identical).
-* **within split noise** (only where at least two seeds are present for the cell): with ``mean``
-  and ``std`` (sample std, ddof=1) of our unrounded values over all seeds present, seed 0
-  included, in printed units, the published value ``p`` lies within the noise when
-  ``|p - mean| <= noise_sigmas * std + u/2`` where ``u`` is one unit of the last printed digit
-  (the published value is itself rounded by up to ``u/2``); ``noise_sigmas`` defaults to 2.
-* **inside our interval** (only with an intervals file, ``results/intervals.csv``): the published
-  value lies in our bootstrap interval of the seed-``seed`` cell, of the method ``intervals.csv``
-  names for the metric (``uncertainty.interval``; test-half resampling, calibrators fixed;
-  :mod:`calibrepro.bootstrap`), widened by ``u/2`` on both sides for the
-  rounding of the published number: ``low - u/2 <= p <= high + u/2`` in printed units.
-* **bold**: whether the methods our seed-``seed`` values make bold in a row (same rule as the
-  tables) are the ones printed bold; counted over rows where every published method was regenerated.
-
-The report lists the misses first, then a summary per table, per method and per model, the cells
-that could not be compared, and finally every compared cell.
+The cells are compared by the rules of :mod:`calibrepro.report.comparison` (identical at the printed
+precision, difference, within split noise, inside our interval, bold). The report lists the misses
+first, then a summary per table, per method and per model, the cells that could not be compared,
+and finally every compared cell.
 """
 
 from __future__ import annotations
@@ -34,11 +16,10 @@ from decimal import Decimal
 import pandas as pd
 
 from calibrepro.io import write_text
-from calibrepro.report.labels import (
-    INTERVAL_NAMES, check_language, format_number, method_name, metric_spec, short_name,
-)
-from calibrepro.report.metrics_file import Metrics, read_metrics, summarise, table_cells
-from calibrepro.report.published import decimals_of, load_published, main_table_cells
+from calibrepro.report.comparison import Comparison, compare
+from calibrepro.report.labels import INTERVAL_NAMES, check_language, format_number, method_name, short_name
+from calibrepro.report.metrics_file import Metrics, read_metrics
+from calibrepro.report.published import load_published, main_table_cells
 from calibrepro.report.tables import md_escape
 from calibrepro.report.uncertainty_files import Intervals, read_intervals
 
@@ -169,119 +150,6 @@ _TEXT = {
 }
 
 
-@dataclass
-class Comparison:
-    """One published cell next to its regenerated value."""
-
-    table: str
-    dataset: str
-    model: str
-    method: str
-    metric: str
-    published: str
-    published_bold: bool
-    decimals: int
-    #: our seed-``seed`` value formatted like the published one (None: no value at that seed)
-    ours: str | None
-    ours_bold: bool | None
-    identical: bool | None
-    #: ours - published in printed units, formatted (None when ``ours`` is None)
-    difference: str | None
-    #: mean and sample std over seeds in printed units, and the number of seeds
-    noise_mean: float
-    noise_std: float
-    noise_n: int
-    #: None when fewer than two seeds
-    within_noise: bool | None
-    #: our bootstrap interval at ``seed`` in printed units, and whether the published value is inside
-    interval: tuple[float, float] | None = None
-    inside_interval: bool | None = None
-
-    @property
-    def missed(self) -> bool:
-        return self.identical is False or (self.identical is None and self.within_noise is False)
-
-
-def _difference(ours: str, published: str, decimals: int) -> str:
-    delta = Decimal(ours) - Decimal(published)
-    if delta == 0:
-        return format_number(0.0, decimals)
-    return f"{delta:+.{decimals}f}"
-
-
-def within_noise(published: str, mean: float, std: float, noise_sigmas: float = 2.0) -> bool:
-    """The split-noise rule (module docstring): ``|p - mean| <= noise_sigmas * std + u/2``, all in
-    printed units, ``u`` one unit of the published value's last printed digit."""
-    tolerance = noise_sigmas * std + 0.5 * 10.0 ** (-decimals_of(published))
-    # the 1e-12 relative slack keeps a value exactly on the boundary inside despite float noise
-    return abs(float(published) - mean) <= tolerance * (1 + 1e-12)
-
-
-def compare(
-    metrics: Metrics,
-    published: pd.DataFrame,
-    *,
-    seed: int = 0,
-    noise_sigmas: float = 2.0,
-    intervals: Intervals | None = None,
-) -> tuple[list[Comparison], pd.DataFrame, list[tuple[str, str, str, str]]]:
-    """Compare; returns the comparisons (published order), the published cells without any
-    regenerated value, and our cells (of published metrics) without a published value."""
-    bold_cache: dict[str, dict] = {}
-
-    def ours_bold(dataset, model, method, metric):
-        if metric not in bold_cache:
-            try:
-                bold_cache[metric] = table_cells(metrics, metric, [seed])[3]
-            except ValueError:
-                bold_cache[metric] = {}
-        cell = bold_cache[metric].get((dataset, model, method))
-        return None if cell is None or cell.n == 0 else cell.bold
-
-    comparisons: list[Comparison] = []
-    unmatched = []
-    for index, row in enumerate(published.itertuples(index=False)):
-        key = (row.dataset, row.model, row.method, row.metric)
-        by_seed = metrics.values.get(key, {})
-        if not by_seed:
-            unmatched.append(index)
-            continue
-        spec = metric_spec(row.metric)
-        decimals = decimals_of(row.value)
-        if seed in by_seed:
-            ours = format_number(spec.display(by_seed[seed]), decimals)
-            identical = ours == format_number(float(row.value), decimals)
-            difference = _difference(ours, row.value, decimals)
-        else:
-            ours = difference = None
-            identical = None
-        mean, std, n = summarise(by_seed)
-        mean, std = spec.display(mean), spec.display(std)
-        within = within_noise(row.value, mean, std, noise_sigmas) if n >= 2 else None
-        interval = inside = None
-        bounds = None if intervals is None else intervals.cells.get(key, {}).get(seed)
-        if bounds is not None:
-            interval = (spec.display(bounds[1]), spec.display(bounds[2]))
-            half_unit = 0.5 * 10.0 ** (-decimals)
-            inside = interval[0] - half_unit <= float(row.value) <= interval[1] + half_unit
-        comparisons.append(
-            Comparison(
-                table=str(row.table), dataset=row.dataset, model=row.model, method=row.method,
-                metric=row.metric, published=row.value, published_bold=bool(row.bold), decimals=decimals,
-                ours=ours, ours_bold=ours_bold(*key) if seed in by_seed else None, identical=identical,
-                difference=difference, noise_mean=mean, noise_std=std, noise_n=n, within_noise=within,
-                interval=interval, inside_interval=inside,
-            )
-        )
-    published_keys = set(zip(published["dataset"], published["model"], published["method"], published["metric"]))
-    published_metrics = set(published["metric"])
-    extra = [
-        key for key, by_seed in metrics.values.items()
-        if key[3] in published_metrics and by_seed and key not in published_keys
-    ]
-    return comparisons, published.iloc[unmatched], extra
-
-
 # --------------------------------------------------------------------------- Markdown helpers
 
 
@@ -346,11 +214,35 @@ def _shorten(names: list[str], limit: int = 8) -> str:
 # --------------------------------------------------------------------------- report
 
 
+@dataclass(frozen=True)
+class _Context:
+    """What every section of the report reads: its words, the seed compared, which optional columns it has."""
+
+    t: dict
+    language: str
+    seed: int
+    #: the bootstrap intervals' level in percent ("" without intervals)
+    level: str
+    has_noise: bool
+    has_interval: bool
+
+    def yes_no(self, flag: bool | None) -> str:
+        t = self.t
+        return t["na"] if flag is None else (t["yes"] if flag else t["no"])
+
+
+def _stats(cells: list[Comparison]) -> tuple[int, int, int, int]:
+    """Identical cells and cells with a value at the seed; cells within the noise and cells with a noise estimate."""
+    at_seed = [c for c in cells if c.identical is not None]
+    noisy = [c for c in cells if c.within_noise is not None]
+    return (sum(c.identical for c in at_seed), len(at_seed), sum(c.within_noise for c in noisy), len(noisy))
+
+
 def render_reproduction(
     metrics: Metrics,
     published: pd.DataFrame,
     *,
-    metrics_label: str = "results/metrics.csv",
+    metrics_label: str = "results/<name>/metrics.csv",
     published_label: str | None = None,
     language: str = "en",
     seed: int = 0,
@@ -365,142 +257,167 @@ def render_reproduction(
     comparisons, unmatched, extra = compare(
         metrics, published, seed=seed, noise_sigmas=noise_sigmas, intervals=intervals
     )
-    has_interval = any(c.inside_interval is not None for c in comparisons)
-    level = "" if intervals is None else format(intervals.level * 100, "g")
+    ctx = _Context(
+        t, language, seed, level="" if intervals is None else format(intervals.level * 100, "g"),
+        has_noise=any(c.within_noise is not None for c in comparisons),
+        has_interval=any(c.inside_interval is not None for c in comparisons),
+    )
+    out = _opening(ctx, metrics, comparisons, metrics_label, published_label)
+    out += _reading_rules(ctx, noise_sigmas, intervals)
+    if comparisons:
+        misses = [c for c in comparisons if c.missed]
+        out += [f"## {t['misses']} ({len(misses)})", ""]
+        out += [_md_table(*_cell_rows(ctx, misses)) if misses else t["no_misses"], ""]
+        out += _summaries(ctx, comparisons, published)
+    out += _not_compared(ctx, metrics, comparisons, unmatched, extra, published, sweep_cells)
+    if comparisons:
+        out += [f"## {t['all_cells']}", ""]
+        out += [_md_table(*_cell_rows(ctx, comparisons))]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _opening(ctx: _Context, metrics: Metrics, comparisons: list[Comparison], metrics_label: str,
+             published_label: str | None) -> list[str]:
+    """The title, what is compared with what, and the overall result (or why nothing was compared)."""
+    t = ctx.t
     noise_seeds = metrics.seeds if len(metrics.seeds) > 1 else []
-    has_noise = any(c.within_noise is not None for c in comparisons)
-    yes_no = lambda flag: t["na"] if flag is None else (t["yes"] if flag else t["no"])  # noqa: E731
-
-    def stats(cells: list[Comparison]) -> tuple[int, int, int, int]:
-        at_seed = [c for c in cells if c.identical is not None]
-        noisy = [c for c in cells if c.within_noise is not None]
-        return (sum(c.identical for c in at_seed), len(at_seed), sum(c.within_noise for c in noisy), len(noisy))
-
     out: list[str] = [f"# {t['title']}", ""]
     published_text = (
         t["published_bundled"] if published_label is None else t["published_file"].format(path=published_label)
     )
     noise_text = t["noise_seeds"].format(seeds=", ".join(map(str, noise_seeds))) if noise_seeds else ""
-    out += [t["sources"].format(published=published_text, metrics=metrics_label, seed=seed, noise=noise_text), ""]
-
-    identical, compared, within, noisy = stats(comparisons)
+    out += [t["sources"].format(published=published_text, metrics=metrics_label, seed=ctx.seed, noise=noise_text), ""]
     if not comparisons:
         ours = md_escape(_shorten([f"{dataset}/{model}" for dataset, model in metrics.rows]))
-        out += [t["overall_none"], "", t["none_help"].format(ours=ours), ""]
-    else:
-        line = t["overall"].format(identical=identical, compared=compared, percent=_percent(identical, compared))
-        if has_noise:
-            line += t["overall_noise"].format(within=within, noisy=noisy)
-        if has_interval:
-            checked = [c for c in comparisons if c.inside_interval is not None]
-            line += t["overall_interval"].format(
-                level=level, inside=sum(c.inside_interval for c in checked), count=len(checked)
-            )
-        out += [line, ""]
-        by_table = _groups(comparisons, lambda c: (c.table, c.metric))
-        items = []
-        for (table, metric), cells in by_table.items():
-            i, n, _, _ = stats(cells)
-            items.append(f"{_table_label(table, metric)} – {_ratio(i, n)} {t['identical_short']}")
-        out += [t["glance"].format(items="; ".join(items)), ""]
-    out += [t["rules"].format(k=format(noise_sigmas, "g")), ""]
-    if has_interval:
-        out += [t["interval_rule"].format(level=level, seed=seed, b=intervals.resamples,
-                                          methods=interval_methods_text(intervals, language)), ""]
-
-    def cell_rows(cells: list[Comparison]) -> tuple[list[str], list[list[str]], list[bool]]:
-        header = [t["table"], t["data"], t["model"], t["method"], t["published"], t["ours"].format(seed=seed),
-                  t["difference"]]
-        numeric = [False, False, False, False, True, True, True]
-        if has_noise:
-            header += [t["noise"], t["within"]]
-            numeric += [True, False]
-        if has_interval:
-            header += [t["interval"].format(level=level), t["inside"]]
-            numeric += [True, False]
-        rows = []
-        for c in cells:
-            pub = f"**{c.published}**" if c.published_bold else c.published
-            ours = "—" if c.ours is None else (f"**{c.ours}**" if c.ours_bold else c.ours)
-            row = [_table_label(c.table, c.metric), md_escape(c.dataset), md_escape(c.model),
-                   method_name(c.method, language), pub, ours, c.difference or "—"]
-            if has_noise:
-                if c.noise_n >= 2:
-                    d = c.decimals + 1
-                    row += [f"{format_number(c.noise_mean, d)} ± {format_number(c.noise_std, d)}",
-                            yes_no(c.within_noise)]
-                else:
-                    row += ["—", t["na"]]
-            if has_interval:
-                if c.interval is None:
-                    row += ["—", t["na"]]
-                else:
-                    d = c.decimals + 1
-                    row += [f"[{format_number(c.interval[0], d)}, {format_number(c.interval[1], d)}]",
-                            yes_no(c.inside_interval)]
-            rows.append(row)
-        return header, rows, numeric
-
-    if comparisons:
-        misses = [c for c in comparisons if c.missed]
-        out += [f"## {t['misses']} ({len(misses)})", ""]
-        out += [_md_table(*cell_rows(misses)) if misses else t["no_misses"], ""]
-
-        def summary(groups, label_columns, label_of, max_diff=False):
-            """Counts per group; the max |difference| only per table (one metric, one unit)."""
-            header = label_columns + [t["n_cells"], t["identical"]] + ([t["within"]] if has_noise else [])
-            numeric = [False] * len(label_columns) + [True, True] + ([True] if has_noise else [])
-            rows = []
-            for key, cells in groups.items():
-                i, n, w, m = stats(cells)
-                row = label_of(key) + [str(len(cells)), _ratio(i, n)] + ([_ratio(w, m)] if has_noise else [])
-                rows.append(row + ([_max_abs(cells)] if max_diff else []))
-            if max_diff:
-                header, numeric = header + [t["max_diff"]], numeric + [True]
-            return header, rows, numeric
-
-        header, rows, numeric = summary(
-            _groups(comparisons, lambda c: (c.table, c.metric)), [t["table"]], lambda k: [_table_label(*k)],
-            max_diff=True,
+        return out + [t["overall_none"], "", t["none_help"].format(ours=ours), ""]
+    identical, compared, within, noisy = _stats(comparisons)
+    line = t["overall"].format(identical=identical, compared=compared, percent=_percent(identical, compared))
+    if ctx.has_noise:
+        line += t["overall_noise"].format(within=within, noisy=noisy)
+    if ctx.has_interval:
+        checked = [c for c in comparisons if c.inside_interval is not None]
+        line += t["overall_interval"].format(
+            level=ctx.level, inside=sum(c.inside_interval for c in checked), count=len(checked)
         )
-        # bold agreement per table: rows where every published method has a regenerated seed value
-        header.append(t["bold_rows"])
-        numeric.append(True)
-        for row, ((table, metric), cells) in zip(rows, _groups(comparisons, lambda c: (c.table, c.metric)).items()):
-            complete = agree = 0
-            published_rows = published[published["metric"] == metric]
-            sizes = published_rows.groupby(["dataset", "model"], sort=False).size()
-            for (dataset, model), group in _groups(cells, lambda c: (c.dataset, c.model)).items():
-                if len(group) != sizes.get((dataset, model), -1) or any(c.ours_bold is None for c in group):
-                    continue
-                complete += 1
-                agree += all(c.ours_bold == c.published_bold for c in group)
-            row.append(_ratio(agree, complete))
-        out += [f"## {t['per_table']}", "", _md_table(header, rows, numeric), ""]
+    items = []
+    for (table, metric), cells in _groups(comparisons, lambda c: (c.table, c.metric)).items():
+        i, n, _, _ = _stats(cells)
+        items.append(f"{_table_label(table, metric)} – {_ratio(i, n)} {t['identical_short']}")
+    return out + [line, "", t["glance"].format(items="; ".join(items)), ""]
 
-        # identical cells per table and method ("ECE, %: 31/32")
-        methods = list(OrderedDict.fromkeys(c.method for c in comparisons))
-        matrix_rows = []
-        for (table, metric), cells in _groups(comparisons, lambda c: (c.table, c.metric)).items():
-            by_method = _groups(cells, lambda c: c.method)
-            row = [_table_label(table, metric)]
-            for method in methods:
-                i, n, _, _ = stats(by_method.get(method, []))
-                row.append(_ratio(i, n) if n else "—")
-            matrix_rows.append(row)
-        out += [t["matrix"], "", _md_table(
-            [t["table"]] + [method_name(m, language) for m in methods], matrix_rows, [False] + [True] * len(methods)
-        ), ""]
 
-        out += [f"## {t['per_method']}", "", _md_table(*summary(
-            _groups(comparisons, lambda c: c.method), [t["method"]], lambda k: [method_name(k, language)]
-        )), ""]
-        out += [f"## {t['per_model']}", "", _md_table(*summary(
-            _groups(comparisons, lambda c: (c.dataset, c.model)), [t["data"], t["model"]],
-            lambda k: [md_escape(k[0]), md_escape(k[1])],
-        )), ""]
+def _reading_rules(ctx: _Context, noise_sigmas: float, intervals: Intervals | None) -> list[str]:
+    """How to read the columns (and, with intervals, what *inside interval* means)."""
+    out = [ctx.t["rules"].format(k=format(noise_sigmas, "g")), ""]
+    if ctx.has_interval:
+        out += [ctx.t["interval_rule"].format(level=ctx.level, seed=ctx.seed, b=intervals.resamples,
+                                              methods=interval_methods_text(intervals, ctx.language)), ""]
+    return out
 
-    out += [f"## {t['not_compared']}", ""]
+
+def _cell_rows(ctx: _Context, cells: list[Comparison]) -> tuple[list[str], list[list[str]], list[bool]]:
+    """Header, rows and numeric columns of a table of compared cells."""
+    t = ctx.t
+    header = [t["table"], t["data"], t["model"], t["method"], t["published"], t["ours"].format(seed=ctx.seed),
+              t["difference"]]
+    numeric = [False, False, False, False, True, True, True]
+    if ctx.has_noise:
+        header += [t["noise"], t["within"]]
+        numeric += [True, False]
+    if ctx.has_interval:
+        header += [t["interval"].format(level=ctx.level), t["inside"]]
+        numeric += [True, False]
+    rows = []
+    for c in cells:
+        pub = f"**{c.published}**" if c.published_bold else c.published
+        ours = "—" if c.ours is None else (f"**{c.ours}**" if c.ours_bold else c.ours)
+        row = [_table_label(c.table, c.metric), md_escape(c.dataset), md_escape(c.model),
+               method_name(c.method, ctx.language), pub, ours, c.difference or "—"]
+        if ctx.has_noise:
+            if c.noise_n >= 2:
+                d = c.decimals + 1
+                row += [f"{format_number(c.noise_mean, d)} ± {format_number(c.noise_std, d)}",
+                        ctx.yes_no(c.within_noise)]
+            else:
+                row += ["—", t["na"]]
+        if ctx.has_interval:
+            if c.interval is None:
+                row += ["—", t["na"]]
+            else:
+                d = c.decimals + 1
+                row += [f"[{format_number(c.interval[0], d)}, {format_number(c.interval[1], d)}]",
+                        ctx.yes_no(c.inside_interval)]
+        rows.append(row)
+    return header, rows, numeric
+
+
+def _summary(ctx: _Context, groups, label_columns: list[str], label_of, max_diff: bool = False):
+    """Counts per group; the max |difference| only per table (one metric, one unit)."""
+    t = ctx.t
+    header = label_columns + [t["n_cells"], t["identical"]] + ([t["within"]] if ctx.has_noise else [])
+    numeric = [False] * len(label_columns) + [True, True] + ([True] if ctx.has_noise else [])
+    rows = []
+    for key, cells in groups.items():
+        i, n, w, m = _stats(cells)
+        row = label_of(key) + [str(len(cells)), _ratio(i, n)] + ([_ratio(w, m)] if ctx.has_noise else [])
+        rows.append(row + ([_max_abs(cells)] if max_diff else []))
+    if max_diff:
+        header, numeric = header + [t["max_diff"]], numeric + [True]
+    return header, rows, numeric
+
+
+def _summaries(ctx: _Context, comparisons: list[Comparison], published: pd.DataFrame) -> list[str]:
+    """The summaries per table (with the bold agreement), per table and method, per method and per model."""
+    t, by_table = ctx.t, _groups(comparisons, lambda c: (c.table, c.metric))
+    header, rows, numeric = _summary(ctx, by_table, [t["table"]], lambda k: [_table_label(*k)], max_diff=True)
+    header.append(t["bold_rows"])
+    numeric.append(True)
+    for row, ((_, metric), cells) in zip(rows, by_table.items()):
+        row.append(_bold_agreement(cells, published[published["metric"] == metric]))
+    out = [f"## {t['per_table']}", "", _md_table(header, rows, numeric), ""]
+    out += [t["matrix"], "", _md_table(*_identical_per_method(ctx, comparisons, by_table)), ""]
+    out += [f"## {t['per_method']}", "", _md_table(*_summary(
+        ctx, _groups(comparisons, lambda c: c.method), [t["method"]], lambda k: [method_name(k, ctx.language)]
+    )), ""]
+    out += [f"## {t['per_model']}", "", _md_table(*_summary(
+        ctx, _groups(comparisons, lambda c: (c.dataset, c.model)), [t["data"], t["model"]],
+        lambda k: [md_escape(k[0]), md_escape(k[1])],
+    )), ""]
+    return out
+
+
+def _bold_agreement(cells: list[Comparison], published_rows: pd.DataFrame) -> str:
+    """Rows of one table whose bold methods agree with the published ones, of the rows where every
+    published method has a regenerated seed value."""
+    complete = agree = 0
+    sizes = published_rows.groupby(["dataset", "model"], sort=False).size()
+    for (dataset, model), group in _groups(cells, lambda c: (c.dataset, c.model)).items():
+        if len(group) != sizes.get((dataset, model), -1) or any(c.ours_bold is None for c in group):
+            continue
+        complete += 1
+        agree += all(c.ours_bold == c.published_bold for c in group)
+    return _ratio(agree, complete)
+
+
+def _identical_per_method(ctx: _Context, comparisons: list[Comparison], by_table) -> tuple[list, list, list]:
+    """Identical cells per table and method ("ECE, %: 31/32"): header, rows, numeric columns."""
+    methods = list(OrderedDict.fromkeys(c.method for c in comparisons))
+    rows = []
+    for (table, metric), cells in by_table.items():
+        by_method = _groups(cells, lambda c: c.method)
+        row = [_table_label(table, metric)]
+        for method in methods:
+            i, n, _, _ = _stats(by_method.get(method, []))
+            row.append(_ratio(i, n) if n else "—")
+        rows.append(row)
+    return [ctx.t["table"]] + [method_name(m, ctx.language) for m in methods], rows, [False] + [True] * len(methods)
+
+
+def _not_compared(ctx: _Context, metrics: Metrics, comparisons: list[Comparison], unmatched: pd.DataFrame,
+                  extra: list, published: pd.DataFrame, sweep_cells: int) -> list[str]:
+    """What could not be compared: published cells of this run's models without our value, our cells
+    without a published one (and methods beyond the published table), the size-sweep cells."""
+    t = ctx.t
     notes = []
     ours = set(metrics.rows)  # published cells of models this run does not have are not its business
     unmatched = unmatched[[key in ours for key in zip(unmatched["dataset"], unmatched["model"])]]
@@ -514,16 +431,11 @@ def render_reproduction(
         notes.append("- " + t["missing_published"].format(count=len(extra), what=md_escape(_shorten(names))))
         unpublished = [m for m in OrderedDict.fromkeys(key[2] for key in extra) if m not in set(published["method"])]
         if unpublished:  # methods beyond the published ones (e.g. Dir-L2, ETS): say so, no gap
-            names = [method_name(m, language) for m in unpublished]
+            names = [method_name(m, ctx.language) for m in unpublished]
             notes.append("- " + t["unpublished_methods"].format(what=md_escape(", ".join(names))))
     if sweep_cells:
         notes.append("- " + t["sweep_cells"].format(count=sweep_cells))
-    out += notes + [""]
-
-    if comparisons:
-        out += [f"## {t['all_cells']}", ""]
-        out += [_md_table(*cell_rows(comparisons))]
-    return "\n".join(out).rstrip("\n") + "\n"
+    return [f"## {t['not_compared']}", ""] + notes + [""]
 
 
 def write_reproduction_report(

@@ -27,7 +27,7 @@ from calibrepro.report.figures import PDF_METADATA, PNG_METADATA, ordered_method
 from calibrepro.report.labels import dataset_name, format_number, method_name, metric_spec, short_name
 from calibrepro.report.metrics_file import summarise
 from calibrepro.report.published import load_published, size_sweep_cells
-from calibrepro.report.reproduction import within_noise
+from calibrepro.report.comparison import within_noise
 from calibrepro.report.tables import md_escape
 from calibrepro.size_study import COLUMNS
 

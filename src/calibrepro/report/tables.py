@@ -5,8 +5,10 @@ One row per dataset/model (first-appearance order of ``metrics.csv``), the colum
 2 for the ECE/MCE family; bold = every method whose unrounded value equals the row's best
 unrounded value (see :mod:`calibrepro.report.metrics_file`). With several seeds a cell reads
 ``mean ± std`` (sample std over the seeds, same decimals as the metric) and bold goes by the mean.
-A missing cell prints as a dash. A cell whose calibrator's fit did not converge (at any seed used)
-is marked with a double dagger, explained under the caption.
+A missing cell prints as a dash. With the run's convergence records
+(:mod:`calibrepro.report.convergence_file`), a cell whose calibrator's fit did not converge (at any
+seed used) is marked with a double dagger, one whose regularisation search stopped at its cap with
+its best score at the grid's edge with a section sign; each mark is explained under the caption.
 
 The ``.tex`` output is a ``table`` environment to ``\\input`` into a paper: booktabs rules, the
 caption above the tabular as in the thesis, ``\\label{tab:calibrepro-<metric>}``, and the tabular
@@ -35,6 +37,7 @@ from calibrepro.report.labels import (
     method_name,
     metric_spec,
 )
+from calibrepro.report.convergence_file import Convergence, read_convergence
 from calibrepro.report.metrics_file import Cell, Metrics, read_metrics, table_cells
 from calibrepro.report.uncertainty_files import Comparisons, Intervals, read_comparisons, read_intervals
 
@@ -64,10 +67,22 @@ _CENTRE_NOTE = {
     "en": "†: the estimate lies outside its interval; shown instead is the bias-corrected estimate the interval "
     "belongs to.",
 }
-_NOT_CONVERGED_MARK = {"md": "‡", "tex": "$^\\ddagger$"}
-_NOT_CONVERGED_NOTE = {
-    "ru": "‡ – подгонка калибратора не сошлась (критерий остановки не достигнут; см. его JSON: stop_reason).",
-    "en": "‡: the calibrator's fit did not converge (its stopping criterion was not met; see its JSON: stop_reason).",
+#: the marks of a cell's fit (:func:`fit_marks`), in the order they are printed, and their notes
+_FIT_MARKS = {
+    "not_converged": {"md": "‡", "tex": "$^\\ddagger$"},
+    "search_capped": {"md": "§", "tex": "$^\\S$"},
+}
+_FIT_NOTES = {
+    "not_converged": {
+        "ru": "‡ – подгонка калибратора не сошлась (критерий остановки не достигнут; см. его JSON: stop_reason).",
+        "en": "‡: the calibrator's fit did not converge (its stopping criterion was not met; see its JSON: stop_reason).",
+    },
+    "search_capped": {
+        "ru": "§ – поиск силы регуляризации остановился на своём пределе с лучшей оценкой на краю сетки: "
+        "лучшая сила может лежать за ней (расширьте calibrator_options: lambdas, mus).",
+        "en": "§: the search for the regularisation strength stopped at its cap with its best score at the edge of "
+        "the grid: the best strength may lie beyond it (widen calibrator_options: lambdas, mus).",
+    },
 }
 _INTERVAL_SEEDS = {"ru": "; с несколькими разбиениями – средние границы", "en": "; with several splits, mean bounds"}
 
@@ -112,6 +127,10 @@ _TEX_SPECIAL = {
     "—": "---",
     "±": r"$\pm$",
     "‡": r"$^\ddagger$",
+    "§": r"$^\S$",
+    "λ": r"$\lambda$",
+    "μ": r"$\mu$",
+    "·": r"$\cdot$",
 }
 
 
@@ -149,13 +168,14 @@ def format_cell(
     kind: str,
     multi_seed: bool,
     interval: tuple[float, float, float] | None = None,
-    not_converged: bool = False,
+    fit: tuple[str, ...] = (),
 ) -> str:
     """The printed text of one cell for ``kind`` "md" or "tex"; ``interval`` (low, high, centre) replaces the std.
 
     Where the estimate lies outside its interval (a biased statistic's percentile-type interval can),
     the cell shows the interval's centre, the bias-corrected estimate, marked with a dagger.
-    ``not_converged``: the fit behind the cell stopped before its criterion (a double dagger).
+    ``fit``: the marks of the fit behind the cell (:func:`fit_marks`: ``not_converged``, a double
+    dagger; ``search_capped``, a section sign).
     """
     spec = metric_spec(metric)
     if cell is None or cell.n == 0:
@@ -170,8 +190,8 @@ def format_cell(
         text = f"{text} ± {std}" if kind == "md" else f"{text} $\\pm$ {std}"
     if cell.bold:
         text = f"**{text}**" if kind == "md" else f"\\textbf{{{text}}}"
-    if not_converged:
-        text += _NOT_CONVERGED_MARK[kind]
+    for mark in fit:
+        text += _FIT_MARKS[mark][kind]
     return text
 
 
@@ -221,6 +241,46 @@ def interval_methods(intervals: Intervals, metric: str, language: str) -> str:
     return ", ".join(names.get(m, m) for m in sorted(intervals.methods.get(metric, ())))
 
 
+def fit_marks(convergence: Convergence | None, seeds: list[int]) -> dict[tuple[str, str, str], tuple[str, ...]]:
+    """``(dataset, model, method) -> marks`` of the cells whose fit, at any seed used, did not converge
+    (``not_converged``) or ended its regularisation search at its cap (``search_capped``)."""
+    marks: dict[tuple[str, str, str], tuple[str, ...]] = {}
+    if convergence is None:
+        return marks
+    for mark, fits in (("not_converged", convergence.not_converged), ("search_capped", convergence.search_capped)):
+        for dataset, model, method, seed in fits:
+            key = (dataset, model, method)
+            if seed in seeds and mark not in marks.get(key, ()):
+                marks[key] = (*marks.get(key, ()), mark)
+    return marks
+
+
+def _uncertainty_notes(language: str, metric: str, used: list[int], cells: dict, comparisons: Comparisons | None,
+                       intervals: Intervals | None, bounds: dict) -> str:
+    """The caption's notes on tie marks (``comparisons``) and interval cells (``intervals``), each after a space."""
+    multi = len(used) > 1
+    notes = ""
+    if comparisons is not None:
+        notes += " " + _TIES_NOTE[language].format(
+            level=_level(comparisons.level), b=comparisons.resamples, seeds=_TIES_SEEDS[language] if multi else ""
+        )
+    if intervals is not None:
+        notes += " " + _INTERVAL_NOTE[language].format(
+            level=_level(intervals.level), b=intervals.resamples, seeds=_INTERVAL_SEEDS[language] if multi else "",
+            methods=interval_methods(intervals, metric, language),
+        )
+        if any(cells.get(key) is not None and cells[key].n and not bound[0] <= cells[key].mean <= bound[1]
+               for key, bound in bounds.items()):
+            notes += " " + _CENTRE_NOTE[language]
+    return notes
+
+
+def _fit_notes(language: str, marks: dict, cells: dict) -> str:
+    """The caption's notes on the fit marks that some cell of the table carries, each after a space."""
+    shown = {mark for key, of_cell in marks.items() if key in cells for mark in of_cell}
+    return "".join(" " + _FIT_NOTES[mark][language] for mark in _FIT_MARKS if mark in shown)
+
+
 # --------------------------------------------------------------------------- rendering
 
 
@@ -234,11 +294,13 @@ def render_table(
     bins: int = 15,
     comparisons: Comparisons | None = None,
     intervals: Intervals | None = None,
+    convergence: Convergence | None = None,
 ) -> str:
     """The table of ``metric`` as text; ``kind`` is "md" or "tex"; ``seeds`` restricts the seeds used.
 
     ``comparisons``: also bold every method tied with its row's best (paired bootstrap), with a note
     in the caption. ``intervals``: cells read ``estimate [low, high]`` instead of ``mean ± std``.
+    ``convergence``: mark the cells whose fit did not converge or whose search was capped, with notes.
     """
     language = check_language(language)
     if kind not in ("md", "tex"):
@@ -246,53 +308,53 @@ def render_table(
     if not isinstance(metrics, Metrics):
         metrics = read_metrics(metrics)
     rows, methods, used, cells = table_cells(metrics, metric, seeds)
-    multi = len(used) > 1
-    spec = metric_spec(metric)
-    caption = _caption(metric, language, bins, used)
     if comparisons is not None:
         cells = mark_ties(cells, comparisons, metric, used)
-        caption += " " + _TIES_NOTE[language].format(
-            level=_level(comparisons.level), b=comparisons.resamples, seeds=_TIES_SEEDS[language] if multi else ""
-        )
-    bounds = {}
-    if intervals is not None:
-        bounds = cell_intervals(intervals, metric, used)
-        caption += " " + _INTERVAL_NOTE[language].format(
-            level=_level(intervals.level), b=intervals.resamples, seeds=_INTERVAL_SEEDS[language] if multi else "",
-            methods=interval_methods(intervals, metric, language),
-        )
-        if any(cells.get(key) is not None and cells[key].n and not bound[0] <= cells[key].mean <= bound[1]
-               for key, bound in bounds.items()):
-            caption += " " + _CENTRE_NOTE[language]
-    unconverged = {key[:3] for key in metrics.not_converged if key[3] in used}
-    if any(key in unconverged for key in cells):
-        caption += " " + _NOT_CONVERGED_NOTE[language]
-    names = [method_name(m, language) for m in methods]
+    bounds = {} if intervals is None else cell_intervals(intervals, metric, used)
+    marks = fit_marks(convergence, used)
+    caption = (_caption(metric, language, bins, used) + _uncertainty_notes(language, metric, used, cells, comparisons,
+                                                                          intervals, bounds)
+               + _fit_notes(language, marks, cells))
     body = [
         [dataset, model]
-        + [format_cell(cells.get((dataset, model, m)), metric, kind, multi, bounds.get((dataset, model, m)),
-                       (dataset, model, m) in unconverged)
+        + [format_cell(cells.get((dataset, model, m)), metric, kind, len(used) > 1, bounds.get((dataset, model, m)),
+                       marks.get((dataset, model, m), ()))
            for m in methods]
         for dataset, model in rows
     ]
-
+    names = [method_name(m, language) for m in methods]
     if kind == "md":
-        if spec.thesis_table is not None:
-            caption = f"{_TABLE_WORD[language]} {spec.thesis_table}: {caption}"
-        header = list(ROW_HEADERS[language]) + names
-        body = [[md_escape(r[0]), md_escape(r[1])] + r[2:] for r in body]
-        widths = [max(len(line[i]) for line in [header] + body) for i in range(len(header))]
-        widths = [max(w, 3) for w in widths]
-        numeric = [False, False] + [True] * len(methods)
+        return _markdown(metric, language, caption, names, body)
+    return _latex(metric, language, caption, names, body, seeds=used)
 
-        def pad(line):
-            return [c.rjust(w) if num else c.ljust(w) for c, w, num in zip(line, widths, numeric)]
 
-        rule = [(("-" * (w + 1)) + ":") if num else (":" + "-" * (w + 1)) for w, num in zip(widths, numeric)]
-        return environment("md").get_template("table.md.j2").render(
-            caption=md_caption(caption), header=pad(header), rule=rule, rows=[pad(r) for r in body]
-        )
+def _markdown(metric: str, language: str, caption: str, names: list[str], body: list[list[str]]) -> str:
+    """The GitHub Markdown table: the caption (with the thesis's table number), a padded header, the rows."""
+    spec = metric_spec(metric)
+    if spec.thesis_table is not None:
+        caption = f"{_TABLE_WORD[language]} {spec.thesis_table}: {caption}"
+    header = list(ROW_HEADERS[language]) + names
+    body = [[md_escape(r[0]), md_escape(r[1])] + r[2:] for r in body]
+    return md_table(md_caption(caption), header, body, numeric=[False, False] + [True] * len(names))
 
+
+def md_table(caption: str, header: list[str], body: list[list[str]], *, numeric: list[bool]) -> str:
+    """A GitHub Markdown table under ``caption``, its columns padded to one width: the ``numeric`` ones
+    right-aligned, the others left-aligned (cells already escaped)."""
+    widths = [max(3, *(len(line[i]) for line in [header] + body)) for i in range(len(header))]
+
+    def pad(line):
+        return [c.rjust(w) if num else c.ljust(w) for c, w, num in zip(line, widths, numeric)]
+
+    rule = [(("-" * (w + 1)) + ":") if num else (":" + "-" * (w + 1)) for w, num in zip(widths, numeric)]
+    return environment("md").get_template("table.md.j2").render(
+        caption=caption, header=pad(header), rule=rule, rows=[pad(r) for r in body]
+    )
+
+
+def _latex(metric: str, language: str, caption: str, names: list[str], body: list[list[str]], *,
+           seeds: list[int]) -> str:
+    """The LaTeX ``table`` fragment: the rows grouped by data set (a rule between groups)."""
     header = [_tex_header(h) for h in ROW_HEADERS[language]] + [_tex_header(n) for n in names]
     groups: list[list[list[str]]] = []
     previous = None
@@ -307,9 +369,9 @@ def render_table(
         caption=tex_caption(caption),
         header=header,
         groups=groups,
-        n_rows=len(rows),
-        n_methods=len(methods),
-        seeds=used,
+        n_rows=len(body),
+        n_methods=len(names),
+        seeds=seeds,
         language=language,
     )
 
@@ -323,6 +385,7 @@ def write_table(
     language: str = "ru",
     seeds: list[int] | None = None,
     bins: int = 15,
+    convergence_csv=None,
     comparisons_csv=None,
     intervals_csv=None,
 ) -> None:
@@ -330,13 +393,15 @@ def write_table(
 
     ``language``: "ru" (thesis captions and headers) or "en". ``seeds``: the seeds to use (default:
     every seed in the file; several give ``mean ± std`` cells). ``bins``: the number of bins named in
-    the ECE/MCE captions. ``comparisons_csv``: bold every statistically tied method too (config
-    ``report.mark_ties``). ``intervals_csv``: cells with bootstrap intervals (``report.cells:
-    interval``). Both files are written atomically.
+    the ECE/MCE captions. ``convergence_csv``: mark the cells of fits that did not converge or whose
+    search was capped (the run's convergence records). ``comparisons_csv``: bold every statistically
+    tied method too (config ``report.mark_ties``). ``intervals_csv``: cells with bootstrap intervals
+    (``report.cells: interval``). Both files are written atomically.
     """
     metrics = read_metrics(metrics_csv)
     options = dict(
         language=language, seeds=seeds, bins=bins,
+        convergence=None if convergence_csv is None else read_convergence(convergence_csv),
         comparisons=None if comparisons_csv is None else read_comparisons(comparisons_csv),
         intervals=None if intervals_csv is None else read_intervals(intervals_csv),
     )

@@ -1,4 +1,4 @@
-"""``results/intervals.csv`` and ``results/comparisons.csv``: written, gathered and read here.
+"""``results/<name>/intervals.csv`` and ``results/<name>/comparisons.csv``: written, gathered and read here.
 
 Both are tidy: one row per dataset/model/method/seed/metric. The report uses them for interval
 cells and tie marks in the tables and for the "inside our interval" column of the reproduction
@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from calibrepro.io import concatenate_csv, read_tidy_csv, tidy_csv, write_text
+from calibrepro.io import concatenate_csv, read_tidy_csv, write_csv
 
 #: ``interval``: the bootstrap interval method of the row (percentile, basic, bca, debiased);
 #: ``centre``: the estimate the interval belongs to (the plug-in ``estimate`` for the percentile
@@ -27,12 +27,12 @@ class UncertaintyFileError(ValueError):
 
 def write_intervals(path, rows) -> None:
     """One model's interval rows (:data:`INTERVAL_COLUMNS`), floats by ``repr``."""
-    write_text(path, tidy_csv(INTERVAL_COLUMNS, rows))
+    write_csv(path, INTERVAL_COLUMNS, rows)
 
 
 def write_comparisons(path, rows) -> None:
     """One model's paired-comparison rows (:data:`COMPARISON_COLUMNS`), floats by ``repr``."""
-    write_text(path, tidy_csv(COMPARISON_COLUMNS, rows))
+    write_csv(path, COMPARISON_COLUMNS, rows)
 
 
 def concatenate(kind: str, inputs, output) -> int:

@@ -29,6 +29,14 @@ def has_dropout(network: nn.Module) -> bool:
     return any(isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0 for m in network.modules())
 
 
+def set_dropout(network: nn.Module, active: bool) -> int:
+    """Switch every dropout layer to training mode (``active``) or eval mode; return how many there are."""
+    layers = [m for m in network.modules() if isinstance(m, nn.modules.dropout._DropoutNd)]
+    for layer in layers:
+        layer.train(active)
+    return len(layers)
+
+
 def mlp_layers(width: int, num_classes: int, hidden: list[int], dropout: float, linear=nn.Linear) -> list[nn.Module]:
     """Linear + ReLU (+ dropout) per hidden width, then the linear output layer (no dropout layer at rate 0)."""
     layers: list[nn.Module] = []

@@ -3,14 +3,16 @@
 Determinism: the initialisation, dropout masks and Bayesian weight draws come from torch's global
 generator, seeded with the entry's ``seed`` inside :func:`torch.random.fork_rng` (the caller's
 generator is left alone); the minibatch order and the augmentation from a CPU ``torch.Generator``
-of the same seed. On the CPU torch runs on ``threads`` threads (default 1: the bytes of the weights
-do not depend on the machine's core count); on a GPU deterministic algorithms are switched on. Same
-options and seed on the same device -> byte-identical weights and logits.
+of the same seed. On the CPU torch trains and predicts on ``threads`` threads (default 1: the bytes of
+the weights and logits do not depend on the machine's core count) and on the kernels
+:mod:`calibrepro.determinism` pins (the same bytes on AVX2 and AVX-512 machines); on a GPU
+deterministic algorithms are switched on. Same options and seed on the same device -> byte-identical
+weights and logits.
 
 Predictions of a stochastic model (MC-Dropout, Gal & Ghahramani 2016; Bayes by Backprop,
 Blundell et al. 2015; a deep ensemble, Lakshminarayanan et al. 2017) are stored like an ensemble's:
 ``log(1/T sum_t softmax(z_t))`` over the T passes, draws or members
-(:func:`calibrepro.zoo.ensemble.log_mean_softmax`).
+(:func:`calibrepro.averaging.log_mean_softmax`).
 """
 
 from __future__ import annotations
@@ -19,19 +21,20 @@ import hashlib
 import json
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
+from calibrepro.averaging import log_mean_softmax
+from calibrepro.determinism import seeded, torch_threads
+from calibrepro.checkpoints import load_weights
 from calibrepro.io import atomic_path
 from calibrepro.training import ARCHITECTURES
 from calibrepro.training.bayes import elbo_loss
 from calibrepro.training.data import Parts
-from calibrepro.training.networks import build
-from calibrepro.zoo.ensemble import log_mean_softmax
+from calibrepro.training.networks import build, set_dropout
 
 #: training options of a ``source: train`` entry and their defaults (the config schema documents each)
 DEFAULTS = {
@@ -82,35 +85,6 @@ def cache_key(dataset: str, provenance: dict, options: dict, device: torch.devic
 def weights_path(root: str | Path, dataset: str, options: dict, key: str) -> Path:
     """Where the trained weights of one network are cached: ``<root>/trained/<dataset>/<network>-<key>.pt``."""
     return Path(root) / "trained" / dataset / f"{options['network']}-{key[:16]}.pt"
-
-
-@contextmanager
-def torch_threads(threads: int):
-    """Run torch on ``threads`` CPU threads; restore the previous count afterwards."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
-
-
-@contextmanager
-def seeded(seed: int, device: torch.device):
-    """Seed torch's global generators for the block, restoring the caller's state afterwards."""
-    devices = [device.index or 0] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(seed)
-        if device.type == "cuda":
-            previous = torch.are_deterministic_algorithms_enabled()
-            torch.use_deterministic_algorithms(True, warn_only=True)
-            torch.backends.cudnn.benchmark = False
-            try:
-                yield
-            finally:
-                torch.use_deterministic_algorithms(previous)
-        else:
-            yield
 
 
 def crop_flip(batch: torch.Tensor, generator: torch.Generator, padding: int = 4) -> torch.Tensor:
@@ -202,8 +176,6 @@ def save_weights(path: Path, network: nn.Module, options: dict, history: list[di
 
 def load_cached(path: Path, parts: Parts, options: dict, device: torch.device) -> tuple[nn.Module, list[dict]]:
     """The network and curve cached at ``path``; a file of another architecture or shape stops with its name."""
-    from calibrepro.inference import load_weights
-
     payload = load_weights(path)
     fix = "delete it to train the network again"
     if not isinstance(payload, dict) or "state_dict" not in payload or payload.get("architecture") != options["network"]:
@@ -249,34 +221,33 @@ def weights_digest(network: nn.Module) -> str:
     return digest.hexdigest()
 
 
-def forward(network: nn.Module, x: np.ndarray, device: torch.device) -> np.ndarray:
-    """float32 logits of ``network`` on ``x``, :data:`PREDICT_BATCH` rows per pass."""
+def forward(network: nn.Module, x: np.ndarray, device: torch.device, threads: int = 1) -> np.ndarray:
+    """float32 logits of ``network`` on ``x``, :data:`PREDICT_BATCH` rows per pass, on ``threads`` CPU threads."""
     outputs = []
-    with torch.no_grad():
+    with torch_threads(threads), torch.no_grad():
         for start in range(0, len(x), PREDICT_BATCH):
             chunk = torch.from_numpy(x[start : start + PREDICT_BATCH]).to(device)
             outputs.append(network(chunk).float().cpu())
     return torch.cat(outputs).numpy()
 
 
-def set_dropout(network: nn.Module, active: bool) -> int:
-    """Switch every dropout layer to training mode (``active``) or eval mode; return how many there are."""
-    layers = [m for m in network.modules() if isinstance(m, nn.modules.dropout._DropoutNd)]
-    for layer in layers:
-        layer.train(active)
-    return len(layers)
-
-
 def stochastic_logits(
-    network: nn.Module, x: np.ndarray, passes: int, seed: int, device: torch.device, dropout: bool = True
+    network: nn.Module,
+    x: np.ndarray,
+    passes: int,
+    seed: int,
+    device: torch.device,
+    dropout: bool = True,
+    threads: int = 1,
 ) -> np.ndarray:
     """``log(1/T sum_t softmax(z_t))`` (float32) over ``passes`` forward passes with dropout on (MC-Dropout)
-    or, for a Bayesian network, with fresh weight draws; the draws are seeded with ``seed``."""
+    or, for a Bayesian network, with fresh weight draws; the draws are seeded with ``seed``; ``threads`` as in
+    :func:`forward`."""
     network.eval()
     set_dropout(network, dropout)
     try:
         with seeded(seed, device):
-            draws = [forward(network, x, device) for _ in range(passes)]
+            draws = [forward(network, x, device, threads) for _ in range(passes)]
     finally:
         set_dropout(network, False)
     return log_mean_softmax(draws).astype(np.float32)

@@ -14,7 +14,7 @@ import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Mapping
 
 from calibrepro.download import Download
 
@@ -58,6 +58,24 @@ class LogitsRequest:
     @classmethod
     def from_json(cls, data: dict) -> "LogitsRequest":
         return cls(**data)
+
+
+class ModelSourceError(ValueError):
+    """A model entry cannot be served by its source (unknown model, wrong data set, missing file)."""
+
+
+def local_file(files: Mapping[str, str | Path], download: Download) -> Path:
+    """The local copy of ``download`` named in a request's ``files``; fail clearly when it is absent."""
+    try:
+        path = Path(files[download.path])
+    except KeyError:
+        raise ModelSourceError(
+            f"the logits request names no local file for {download.path} ({download.url}); "
+            "run the job through the workflow, which downloads it first"
+        ) from None
+    if not path.is_file():
+        raise ModelSourceError(f"{path} (downloaded from {download.url}) does not exist")
+    return path
 
 
 class Source(ABC):

@@ -27,14 +27,10 @@ from calibrepro import datasets, evaluation_sets
 from calibrepro.download import Download, parse_checksum, sha256_of
 from calibrepro.inference import environment, inference_settings, predict, predict_array, select_device
 from calibrepro.io import save_logits
-from calibrepro.zoo import LogitsRequest, Source
+from calibrepro.zoo import LogitsRequest, ModelSourceError, Source, local_file
 
 #: {"gpu" | "cpu": {"mem_mb": ..., "runtime": minutes}}: one logits job on a GPU node or on CPUs only
 JobResources = Mapping[str, Mapping[str, int]]
-
-
-class ModelSourceError(ValueError):
-    """A model entry cannot be served by its source (unknown model, wrong data set, missing file)."""
 
 
 @dataclass(frozen=True)
@@ -67,20 +63,6 @@ def github_raw(repo: str, commit: str, path: str, sha256: str, prefix: str) -> D
         checksum=f"sha256:{sha256}",
         path=f"{prefix}/{path}",
     )
-
-
-def local_file(files: Mapping[str, str | Path], download: Download) -> Path:
-    """The local copy of ``download`` named in a request's ``files``; fail clearly when it is absent."""
-    try:
-        path = Path(files[download.path])
-    except KeyError:
-        raise ModelSourceError(
-            f"the logits request names no local file for {download.path} ({download.url}); "
-            "run the job through the workflow, which downloads it first"
-        ) from None
-    if not path.is_file():
-        raise ModelSourceError(f"{path} (downloaded from {download.url}) does not exist")
-    return path
 
 
 def code_root(files: Mapping[str, str | Path], code: tuple[Download, ...], prefix: str) -> Path:
@@ -200,7 +182,7 @@ class PretrainedSource(Source):
         pin = self.pin(evaluation_sets.home(dataset, config), model, spec)
         table = self.job_resources(pin).get("gpu" if on_gpu else "cpu", {})
         return {
-            "threads": max(2, settings["workers"] + 1) if on_gpu else 8,
+            "threads": max(2, settings["workers"] + 1) if on_gpu else settings["threads"],
             "gpu": 1 if on_gpu and self.needs_gpu else 0,
             "mem_mb": int(table.get("mem_mb", 8000)),
             "runtime": int(table.get("runtime", 60)),
@@ -263,7 +245,7 @@ class PretrainedSource(Source):
         variant = mc_dropout_variant(request, model, settings["batch_size"], f"{self.name}'s {pin.name}")
         run = {"device": device, "batch_size": settings["batch_size"], "amp": settings["amp"],
                "desc": f"{request.dataset}/{request.model}", "mc_dropout": variant.get("mc_dropout"),
-               "seed": variant.get("mc_seed", 0)}
+               "seed": variant.get("mc_seed", 0), "threads": settings["threads"]}
         if pin.dataset in datasets.CIFAR and settings["preprocessing"] == "batched":
             tarball = local_file(request.files, datasets.cifar_download(pin.dataset))
             images, labels = datasets.read_cifar_test(tarball, pin.dataset)

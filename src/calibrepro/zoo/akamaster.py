@@ -29,8 +29,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from calibrepro.download import Download
-from calibrepro.inference import load_weights, strip_prefix
-from calibrepro.zoo._pretrained import ModelSourceError, Pin, PretrainedSource, local_file
+from calibrepro.checkpoints import load_weights, strip_prefix
+from calibrepro.zoo import ModelSourceError, local_file
+from calibrepro.zoo._pretrained import Pin, PretrainedSource
 
 REPO = "akamaster/pytorch_resnet_cifar10"
 #: master as of 2021-07-20; the weight files have not changed since d1ea108 (2019-10-04)

@@ -15,8 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from calibrepro.download import Download, sha256_of
-from calibrepro.zoo import LogitsRequest
-from calibrepro.zoo._pretrained import ModelSourceError
+from calibrepro.zoo import LogitsRequest, ModelSourceError
 from calibrepro.zoo.network import Network, NetworkSource, built_with, closest, describe_weights, weights_file
 from calibrepro.zoo.timm_hub import data_config, transform_of, url_download
 

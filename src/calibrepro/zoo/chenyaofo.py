@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Mapping
 
 from calibrepro.download import Download
-from calibrepro.inference import load_weights
-from calibrepro.zoo._pretrained import ModelSourceError, Pin, PretrainedSource, code_root, github_raw, local_file
+from calibrepro.checkpoints import load_weights
+from calibrepro.zoo import ModelSourceError, local_file
+from calibrepro.zoo._pretrained import Pin, PretrainedSource, code_root, github_raw
 
 REPO = "chenyaofo/pytorch-cifar-models"
 #: 2021-09-08 "fix mobilenetv2 0.75 width pretrained model url" (code unchanged up to master 786c162, 2025)

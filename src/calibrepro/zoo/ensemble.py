@@ -7,8 +7,8 @@ predictive uncertainty estimation using deep ensembles", eq. for the ensemble pr
 
     ``log(1/M sum_m softmax(z_m))`` = ``logsumexp_m(log_softmax(z_m)) - log M``,
 
-computed in float64 from the members' float32 logits (the logsumexp form is the same value
-without underflow to ``log 0``) and stored as float32 like every logits archive (so
+computed in float64 from the members' float32 logits (:func:`calibrepro.averaging.log_mean_softmax`)
+and stored as float32 like every logits archive (so
 ``softmax`` of them is the mean probability up to float32 rounding of the logits).  The members'
 archives are the job's inputs (the workflow builds them first); their metadata and checksums go
 into the ensemble's metadata.  Members must be models of the same data set with the same number
@@ -21,17 +21,18 @@ from pathlib import Path
 
 import numpy as np
 
-from calibrepro.config import ConfigError
+from calibrepro.averaging import log_mean_softmax
 from calibrepro.download import sha256_of
 from calibrepro.io import LogitsFileError, load_logits, save_logits
 from calibrepro.layout import Layout
-from calibrepro.zoo import LogitsRequest, Source
+from calibrepro.zoo import LogitsRequest, ModelSourceError, Source
 
 
 def check_ensembles(models: dict) -> None:
     """Every ``source: ensemble`` entry names other, non-ensemble models of its own data set.
 
-    Raises :class:`~calibrepro.config.ConfigError` naming ``models.<dataset>.<model>.members``.
+    Raises :class:`~calibrepro.zoo.ModelSourceError` naming ``models.<dataset>.<model>.members`` (a
+    :class:`~calibrepro.config.ConfigError` when :func:`calibrepro.config.validate_config` calls it).
     """
     for dataset, entries in models.items():
         for model, spec in entries.items():
@@ -40,22 +41,14 @@ def check_ensembles(models: dict) -> None:
             key = f"models.{dataset}.{model}.members"
             for member in spec["members"]:
                 if member == model:
-                    raise ConfigError(f"{key}: an ensemble cannot contain itself ({member!r})")
+                    raise ModelSourceError(f"{key}: an ensemble cannot contain itself ({member!r})")
                 if member not in entries:
-                    raise ConfigError(
+                    raise ModelSourceError(
                         f"{key}: {member!r} is not a model of data set {dataset!r} "
                         f"(configured: {', '.join(m for m in entries if m != model)})"
                     )
                 if entries[member].get("source") == "ensemble":
-                    raise ConfigError(f"{key}: {member!r} is itself an ensemble; list its members instead")
-
-
-def log_mean_softmax(members: list[np.ndarray]) -> np.ndarray:
-    """float64 ``log(1/M sum_m softmax(z_m))`` of M (N, K) logits arrays (module docstring)."""
-    from scipy.special import log_softmax, logsumexp
-
-    stacked = np.stack([log_softmax(np.asarray(z, dtype=np.float64), axis=1) for z in members])
-    return logsumexp(stacked, axis=0) - np.log(len(members))
+                    raise ModelSourceError(f"{key}: {member!r} is itself an ensemble; list its members instead")
 
 
 class EnsembleSource(Source):

@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Mapping
 
 from calibrepro.download import Download
-from calibrepro.inference import load_weights
-from calibrepro.zoo._pretrained import ModelSourceError, Pin, PretrainedSource, code_root, github_raw, local_file
+from calibrepro.checkpoints import load_weights
+from calibrepro.zoo import ModelSourceError, local_file
+from calibrepro.zoo._pretrained import Pin, PretrainedSource, code_root, github_raw
 
 REPO = "huyvnphan/PyTorch_CIFAR10"
 COMMIT = "80c232514370d6e9b862eda5f4498588c51fae32"  # tag v3.0.1

@@ -23,11 +23,11 @@ from typing import Callable
 import numpy as np
 
 from calibrepro import evaluation_sets
+from calibrepro.checkpoints import load_weights, strip_prefix
 from calibrepro.download import Download, sha256_of
 from calibrepro.inference import environment, inference_settings, predict, predict_array, select_device
 from calibrepro.io import save_logits
-from calibrepro.zoo import LogitsRequest, Source
-from calibrepro.zoo._pretrained import ModelSourceError, local_file
+from calibrepro.zoo import LogitsRequest, ModelSourceError, Source, local_file
 
 
 @dataclass
@@ -94,7 +94,7 @@ class NetworkSource(Source):
         settings = inference_settings(config)
         on_gpu = settings["device"] != "cpu"
         return {
-            "threads": max(2, settings["workers"] + 1) if on_gpu else 8,
+            "threads": max(2, settings["workers"] + 1) if on_gpu else settings["threads"],
             "gpu": 1 if on_gpu else 0,
             "mem_mb": 8000 if on_gpu else 16000,
             "runtime": 60 if on_gpu else 720,
@@ -119,7 +119,7 @@ def write_logits(request: LogitsRequest, data: evaluation_sets.EvaluationSet, ne
     variant = mc_dropout_variant(request, network.module, settings["batch_size"])
     run = {"device": device, "batch_size": settings["batch_size"], "amp": settings["amp"],
            "desc": f"{request.dataset}/{request.model}", "mc_dropout": variant.get("mc_dropout"),
-           "seed": variant.get("mc_seed", 0)}
+           "seed": variant.get("mc_seed", 0), "threads": settings["threads"]}
     if data.images is not None and network.normalization and settings["preprocessing"] == "batched":
         logits = predict_array(network.module, data.images, *network.normalization, **run)
     else:
@@ -173,8 +173,6 @@ def mc_dropout_variant(request: LogitsRequest, module, batch_size: int, network:
 
 def read_state_dict(path: Path) -> dict:
     """A state dict from ``.safetensors`` (no code can run) or a PyTorch file (``weights_only=True``)."""
-    from calibrepro.inference import load_weights, strip_prefix
-
     if path.suffix == ".safetensors":
         from safetensors.torch import load_file
 

@@ -17,8 +17,7 @@ import os
 import re
 
 from calibrepro.download import Download
-from calibrepro.zoo import LogitsRequest
-from calibrepro.zoo._pretrained import ModelSourceError
+from calibrepro.zoo import LogitsRequest, ModelSourceError
 from calibrepro.zoo.network import Network, built_with, closest, describe_weights, weights_file
 
 HUB = "https://huggingface.co"

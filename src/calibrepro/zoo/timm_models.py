@@ -33,8 +33,8 @@ from typing import Mapping
 
 from calibrepro.download import Download
 from calibrepro.evaluation_sets import home
-from calibrepro.zoo import timm_hub
-from calibrepro.zoo._pretrained import ModelSourceError, Pin, PretrainedSource, local_file
+from calibrepro.zoo import ModelSourceError, local_file, timm_hub
+from calibrepro.zoo._pretrained import Pin, PretrainedSource
 from calibrepro.zoo.network import NetworkSource
 
 RELEASES = "https://github.com/rwightman/pytorch-image-models/releases/download"

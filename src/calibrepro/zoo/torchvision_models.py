@@ -12,8 +12,7 @@ or by the full ``sha256`` the model entry gives. The network is built without we
 from __future__ import annotations
 
 from calibrepro.download import Download
-from calibrepro.zoo import LogitsRequest
-from calibrepro.zoo._pretrained import ModelSourceError
+from calibrepro.zoo import LogitsRequest, ModelSourceError
 from calibrepro.zoo.network import Network, NetworkSource, built_with, closest, describe_weights, weights_file
 from calibrepro.zoo.timm_hub import url_download
 

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from calibrepro.config import ConfigError
-from calibrepro.zoo import LogitsRequest, Source
+from calibrepro.zoo import LogitsRequest, ModelSourceError, Source
 from calibrepro.training import ARCHITECTURES, TRAINING_DATASETS
 
 #: test-time weight draws of a Bayesian network when ``samples`` is not given
@@ -29,33 +28,33 @@ VARIANTS = ("mc_dropout", "samples", "ensemble")
 
 
 def check_entry(dataset: str, model: str, spec: dict) -> None:
-    """Fail with a :class:`~calibrepro.config.ConfigError` naming the key when an entry cannot be trained."""
+    """Fail with a :class:`~calibrepro.zoo.ModelSourceError` naming the key when an entry cannot be trained."""
     where = f"models.{dataset}.{model}"
     if dataset not in TRAINING_DATASETS:
-        raise ConfigError(
+        raise ModelSourceError(
             f"{where}: source 'train' trains on the data sets {', '.join(TRAINING_DATASETS)}, not {dataset!r}; "
             "put the model under one of them"
         )
     network = spec.get("network", "mlp")
     if network not in ARCHITECTURES:
-        raise ConfigError(f"{where}.network: unknown network {network!r}; known: {', '.join(ARCHITECTURES)}")
+        raise ModelSourceError(f"{where}.network: unknown network {network!r}; known: {', '.join(ARCHITECTURES)}")
     architecture = ARCHITECTURES[network]
     if architecture.images and dataset == "digits":
-        raise ConfigError(f"{where}.network: {network} needs images (mnist, cifar10); the digits are 64 features")
+        raise ModelSourceError(f"{where}.network: {network} needs images (mnist, cifar10); the digits are 64 features")
     for key in VARIANTS:
         if key in spec and (not isinstance(spec[key], int) or isinstance(spec[key], bool) or spec[key] < 1):
-            raise ConfigError(f"{where}.{key}: must be an integer >= 1, not {spec[key]!r}")
+            raise ModelSourceError(f"{where}.{key}: must be an integer >= 1, not {spec[key]!r}")
     if "mc_dropout" in spec and (architecture.bayesian or not spec.get("dropout", 0) > 0):
-        raise ConfigError(
+        raise ModelSourceError(
             f"{where}.mc_dropout: network {network} of this entry has no dropout layers; "
             "set dropout (e.g. 0.5) or remove mc_dropout"
         )
     if "samples" in spec and not architecture.bayesian:
-        raise ConfigError(
+        raise ModelSourceError(
             f"{where}.samples: weight samples need a Bayesian network (bayes_mlp, bayes_lenet5), not {network}"
         )
     if architecture.bayesian and spec.get("dropout", 0) > 0:
-        raise ConfigError(f"{where}.dropout: the Bayesian network {network} has no dropout layers; remove dropout")
+        raise ModelSourceError(f"{where}.dropout: the Bayesian network {network} has no dropout layers; remove dropout")
 
 
 class TrainSource(Source):
@@ -82,10 +81,10 @@ class TrainSource(Source):
     def cache_logits(self, request: LogitsRequest, output: Path) -> None:
         import numpy as np
 
+        from calibrepro.averaging import log_mean_softmax
         from calibrepro.inference import environment, inference_settings, select_device
         from calibrepro.io import save_logits
         from calibrepro.training import data, trainer
-        from calibrepro.zoo.ensemble import log_mean_softmax
 
         dataset, spec = request.dataset, request.spec
         check_entry(dataset, request.model, spec)
@@ -102,11 +101,15 @@ class TrainSource(Source):
             network, record = trainer.trained_network(parts, dataset, member, device, cache_root, desc)
             if bayesian:
                 draws = spec.get("samples", DEFAULT_SAMPLES)
-                logits = trainer.stochastic_logits(network, parts.x_eval, draws, member["seed"], device, dropout=False)
+                logits = trainer.stochastic_logits(
+                    network, parts.x_eval, draws, member["seed"], device, dropout=False, threads=member["threads"]
+                )
             elif "mc_dropout" in spec:
-                logits = trainer.stochastic_logits(network, parts.x_eval, spec["mc_dropout"], member["seed"], device)
+                logits = trainer.stochastic_logits(
+                    network, parts.x_eval, spec["mc_dropout"], member["seed"], device, threads=member["threads"]
+                )
             else:
-                logits = trainer.forward(network, parts.x_eval, device)
+                logits = trainer.forward(network, parts.x_eval, device, member["threads"])
             record["evaluation_accuracy"] = float(np.mean(logits.argmax(axis=1) == parts.y_eval))
             members.append(logits)
             training.append(record)

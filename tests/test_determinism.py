@@ -1,0 +1,115 @@
+"""calibrepro.determinism: the demo's training gives the same weights whatever CPU kernels the machine offers.
+
+The subprocess tests force torch's CPU capability (``ATEN_CPU_CAPABILITY``) to what every x86-64
+machine has (``default``), to AVX2, and leave the machine's own; without the pinned kernels the
+weights differ from the first step (torch's vectorised log-softmax; docs/reproducibility.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from calibrepro import determinism
+from workflow_helpers import ROOT
+
+X86_AVX2 = determinism.kernel_environment() != {}
+
+#: trains every ``source: train`` network of the demo config for one epoch (the first step already
+#: differs without the pin) and prints the weights' and logits' digests, and the kernels in force
+TRAIN_DEMO = textwrap.dedent(
+    """
+    import hashlib, json, sys
+    import numpy as np, yaml
+    from calibrepro.training import data, trainer
+    import torch
+
+    config = yaml.safe_load(open(sys.argv[1]))
+    parts = data.load("digits", {}, config["datasets"]["digits"])
+    digests = {}
+    for name, spec in config["models"]["digits"].items():
+        if spec.get("source") != "train":
+            continue
+        options = {**trainer.training_options(spec), "epochs": 1}
+        network, _ = trainer.train(parts, options, torch.device("cpu"), name)
+        if "mc_dropout" in spec:
+            logits = trainer.stochastic_logits(network, parts.x_eval, 2, options["seed"], torch.device("cpu"))
+        else:
+            logits = trainer.forward(network, parts.x_eval, torch.device("cpu"))
+        digests[name] = [trainer.weights_digest(network), hashlib.sha256(logits.tobytes()).hexdigest()]
+    print(json.dumps({"digests": digests, "capability": torch.backends.cpu.get_cpu_capability()}))
+    """
+)
+
+
+def train_demo(**env) -> dict:
+    environment = {key: value for key, value in os.environ.items() if key != "ATEN_CPU_CAPABILITY"}
+    result = subprocess.run(
+        [sys.executable, "-c", TRAIN_DEMO, str(ROOT / "config" / "config.yaml")],
+        env={**environment, **env}, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+@pytest.mark.skipif(not X86_AVX2, reason="the kernels are pinned on x86-64 processors with AVX2 and FMA")
+def test_the_demos_training_gives_the_same_weights_under_every_cpu_capability():
+    own = train_demo()
+    assert own["capability"] == determinism.TORCH_CAPABILITY
+    assert len(own["digests"]) == 5  # four networks, one of them again as MC-Dropout
+    for capability in ("default", "avx2"):
+        forced = train_demo(ATEN_CPU_CAPABILITY=capability)
+        assert forced == own, f"ATEN_CPU_CAPABILITY={capability} trained other weights than the machine's own"
+
+
+@pytest.mark.skipif(not X86_AVX2, reason="the kernels are pinned on x86-64 processors with AVX2 and FMA")
+def test_without_the_pin_the_capabilities_train_other_weights():
+    """The pin is what makes the test above pass: each library's own kernels differ (here: default vs AVX2)."""
+    default = train_demo(CALIBREPRO_NATIVE_KERNELS="1", ATEN_CPU_CAPABILITY="default")
+    avx2 = train_demo(CALIBREPRO_NATIVE_KERNELS="1", ATEN_CPU_CAPABILITY="avx2")
+    assert default["capability"] == "DEFAULT" and avx2["capability"] == "AVX2"
+    assert default["digests"] != avx2["digests"]
+
+
+def test_kernel_environment_pins_avx2_only_where_the_processor_has_it():
+    pinned = determinism.kernel_environment("x86_64", {"avx2", "fma", "avx512f"})
+    assert pinned["ATEN_CPU_CAPABILITY"] == "avx2" and pinned["MKL_CBWR"] == "AVX2"
+    assert pinned["ONEDNN_MAX_CPU_ISA"] == "AVX2" and pinned["OPENBLAS_CORETYPE"] == "Haswell"
+    assert "AVX512_SPR" in pinned["NPY_DISABLE_CPU_FEATURES"]
+    assert determinism.kernel_environment("x86_64", {"sse4_2", "avx"}) == {}  # forcing AVX2 there would crash
+    assert determinism.kernel_environment("aarch64", {"avx2", "fma"}) == {}
+
+
+PROBE = textwrap.dedent(
+    """
+    import json, sys
+    {first}
+    from calibrepro import determinism
+    import numpy
+    from threadpoolctl import threadpool_info
+    from numpy._core._multiarray_umath import __cpu_features__
+    blas = [lib.get("architecture") for lib in threadpool_info() if lib["user_api"] == "blas"]
+    print(json.dumps({{"pinned": determinism.kernels_pinned(), "avx512": __cpu_features__.get("X86_V4"),
+                      "blas": blas}}))
+    """
+)
+
+
+@pytest.mark.skipif(not X86_AVX2, reason="the kernels are pinned on x86-64 processors with AVX2 and FMA")
+@pytest.mark.parametrize("first, pinned", [("", True), ("import numpy", False)])
+def test_numpy_runs_the_pinned_kernels_only_when_imported_after_calibrepro(first, pinned):
+    environment = {key: value for key, value in os.environ.items()
+                   if key not in ("NPY_DISABLE_CPU_FEATURES", "CALIBREPRO_NATIVE_KERNELS")}
+    result = subprocess.run([sys.executable, "-c", PROBE.format(first=first)], env=environment,
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads(result.stdout)
+    assert found["pinned"] is pinned
+    if pinned:
+        assert not found["avx512"]
+        assert found["blas"] == [os.environ.get("OPENBLAS_CORETYPE", "Haswell")]  # a machine's own setting is kept
