@@ -22,7 +22,9 @@ logits (the constant is absorbed by the bias).
 
 Beyond the thesis (``--beyond``, or ``--beyond-only`` for just this part): per K, time (wall and
 CPU seconds of the process), peak memory and work of Dir-L2, Dir-ODIR, MS-ODIR (default grids,
-5-fold CV, folds in ``--threads`` threads) and ETS: fits made, Newton iterations, Hessian-vector
+5-fold CV, folds in ``--threads`` threads) and ETS, on ``synthetic_logits.realistic``'s halves
+(``--logits simple``: :func:`synthetic`'s, the logits of issue 18's measurements): fits made
+(the search's extension beyond the grid included), Newton iterations, Hessian-vector
 products, the refit's loss evaluations, whether every fit converged, the chosen (lambda, mu), the
 NLL on the test half (held out) and on the calibration half.  Peak memory is Python's
 ``tracemalloc`` peak (numpy's arrays included) on the CPU and ``torch.cuda.max_memory_allocated``
@@ -182,11 +184,23 @@ def dirichletcal_fit(python, method, zc, yc, lam, mu):
             return out["weights"], out["bias"], float(out["seconds"]), str(out["version"])
 
 
-def beyond_rows(shapes, single: bool, threads: int, device: str = "auto", budget: float | None = None) -> list[dict]:
+def beyond_halves(k: int, n: int, logits: str):
+    """The halves the beyond section fits: ``synthetic_logits.realistic`` (``logits="realistic"``) or :func:`synthetic`."""
+    if logits == "realistic":
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from synthetic_logits import realistic
+
+        return realistic(k, n)
+    return synthetic(k, n)
+
+
+def beyond_rows(shapes, single: bool, threads: int, device: str = "auto", budget: float | None = None,
+                logits: str = "realistic") -> list[dict]:
     """Fit Dir-L2, Dir-ODIR, MS-ODIR and ETS on the synthetic halves of each shape; one dict per fit.
 
     The full-matrix methods run on ``device`` (auto, cpu, cuda), with ``cpu_flop_budget`` ``budget``
-    where given (else their default); ETS always on the CPU.
+    where given (else their default); ETS always on the CPU.  ``logits``: which synthetic halves
+    (:func:`beyond_halves`).
     """
     from calibrepro.calibrators.dirichlet import CalibrationCostError
     from calibrepro.inference import select_device
@@ -194,7 +208,7 @@ def beyond_rows(shapes, single: bool, threads: int, device: str = "auto", budget
     cuda = select_device(device).type == "cuda"
     rows = []
     for k, n in shapes:
-        (zc, yc), (zt, yt) = synthetic(k, n)
+        (zc, yc), (zt, yt) = beyond_halves(k, n, logits)
         for method in BEYOND:
             matrix = method != "ensemble_temperature_scaling"
             options, note = ({"threads": threads, "device": device} if matrix else {}), ""
@@ -215,7 +229,7 @@ def beyond_rows(shapes, single: bool, threads: int, device: str = "auto", budget
                 row["what"] = f"T={1 / cal.inverse_temperature_:.3f}, w={np.round(cal.weights_, 4).tolist()}"
             else:
                 cv = d.get("cross_validation")
-                fitted = [g for g in cv["grid"] if g["cv_nll"] is not None] if cv else []
+                fitted = [g for g in cv["grid"] + cv.get("extension", []) if g["cv_nll"] is not None] if cv else []
                 row.update(
                     fits=1 + sum(len(g["newton_iterations"]) for g in fitted),
                     newton=d["n_iter"] + sum(sum(g["newton_iterations"]) for g in fitted),
@@ -249,7 +263,8 @@ def print_beyond(rows, label: str) -> None:
         )
 
 
-def rows_before(revision: str, shapes, single: bool, threads: int, device: str, budget: float | None) -> list[dict]:
+def rows_before(revision: str, shapes, single: bool, threads: int, device: str, budget: float | None,
+                logits: str = "realistic") -> list[dict]:
     """:func:`beyond_rows` of the library at git ``revision`` (its ``src/`` in a temporary folder), in a child."""
     import json
     import subprocess
@@ -261,7 +276,7 @@ def rows_before(revision: str, shapes, single: bool, threads: int, device: str, 
         subprocess.run(["tar", "-x", "-C", folder], input=archive.stdout, check=True)
         out = os.path.join(folder, "rows.json")
         command = [sys.executable, os.path.abspath(__file__), "--beyond-only", "--threads", str(threads),
-                   "--device", device, "--beyond-json", out, "--classes", *(str(k) for k, _ in shapes)]
+                   "--device", device, "--beyond-json", out, "--logits", logits, "--classes", *(str(k) for k, _ in shapes)]
         command += (["--single"] if single else []) + (["--cpu-flop-budget", repr(budget)] if budget is not None else [])
         subprocess.run(command, check=True, env={**os.environ, "PYTHONPATH": os.path.join(folder, "src")})
         with open(out) as handle:
@@ -270,7 +285,7 @@ def rows_before(revision: str, shapes, single: bool, threads: int, device: str, 
 
 def bench_beyond(shapes, single: bool = False, threads: int = 2, before: str | None = None,
                  dirichletcal_python: str | None = None, json_out: str | None = None, device: str = "auto",
-                 budget: float | None = None) -> int:
+                 budget: float | None = None, logits: str = "realistic") -> int:
     """Time, work and result of the methods beyond the thesis; optionally the same at git ``before``
     and the dirichletcal cross-check."""
     import json
@@ -278,7 +293,7 @@ def bench_beyond(shapes, single: bool = False, threads: int = 2, before: str | N
     from calibrepro.calibrators.dirichlet import log_softmax64
     from calibrepro.inference import select_device
 
-    rows = beyond_rows(shapes, single, threads, device, budget)
+    rows = beyond_rows(shapes, single, threads, device, budget, logits)
     device = select_device(device).type
     if json_out:
         with open(json_out, "w") as handle:
@@ -287,9 +302,9 @@ def bench_beyond(shapes, single: bool = False, threads: int = 2, before: str | N
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     print(
         f"\n=== beyond the thesis (device: {device}, load {os.getloadavg()[0]:.2f}, threads {threads},"
-        f" {cores} of {os.cpu_count()} cores usable) ==="
+        f" {cores} of {os.cpu_count()} cores usable, {logits} logits) ==="
     )
-    old = rows_before(before, shapes, single, threads, device, budget) if before else None
+    old = rows_before(before, shapes, single, threads, device, budget, logits) if before else None
     print_beyond(rows, "this checkout" if not before else f"after (this checkout) vs before ({before})")
     if old:
         print_beyond(old, f"before: {before}")
@@ -308,7 +323,7 @@ def bench_beyond(shapes, single: bool = False, threads: int = 2, before: str | N
     for r in rows:
         if "chosen" not in r or r["k"] > 100:
             continue
-        (zc, yc), _ = synthetic(r["k"], r["n"])
+        (zc, yc), _ = beyond_halves(r["k"], r["n"], logits)
         lam, mu = r["chosen"]
         method = r["method"]
         w, b, their_secs, version = dirichletcal_fit(dirichletcal_python, method, zc, yc, lam, mu)
@@ -413,6 +428,10 @@ def main(argv=None) -> int:
         "--cpu-flop-budget", type=float, metavar="FLOPS",
         help="beyond: the full-matrix methods' cpu_flop_budget (default: theirs); raise it to time a refused CV grid",
     )
+    parser.add_argument(
+        "--logits", choices=["realistic", "simple"], default="realistic",
+        help="beyond: synthetic_logits.realistic (similar classes, real networks' miscalibration) or the simple synthetic()",
+    )
     parser.add_argument("--before", metavar="REV", help="beyond: also run the library of git revision REV (e.g. a86c6a6)")
     parser.add_argument("--dirichletcal-python", metavar="PYTHON", help="beyond: a Python with dirichletcal (>= 3.12)")
     parser.add_argument("--beyond-json", metavar="PATH", help=argparse.SUPPRESS)  # --before's child: rows as JSON
@@ -424,7 +443,7 @@ def main(argv=None) -> int:
     if args.beyond_only:
         warnings.filterwarnings("ignore")
         return bench_beyond(chosen[:2] if args.quick else chosen, args.single, args.threads, args.before,
-                            args.dirichletcal_python, args.beyond_json, args.device, args.cpu_flop_budget)
+                            args.dirichletcal_python, args.beyond_json, args.device, args.cpu_flop_budget, args.logits)
 
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)  # torch-uncertainty logs "model is None" on every fit
@@ -532,7 +551,7 @@ def main(argv=None) -> int:
     print("load average at end: %.2f %.2f %.2f" % os.getloadavg())
     if args.beyond:
         bench_beyond(shapes, threads=args.threads, before=args.before, dirichletcal_python=args.dirichletcal_python,
-                     device=args.device, budget=args.cpu_flop_budget)
+                     device=args.device, budget=args.cpu_flop_budget, logits=args.logits)
     if not args.quick:
         estimate = sum(THESIS_MODELS[k] * per_shape[k] for k in THESIS_MODELS)
         print(

@@ -15,6 +15,7 @@ from calibrepro.calibrators import (
     VectorScaling,
     calibrator_from_json,
     make_calibrator,
+    softmax,
 )
 from calibrepro.calibrators.dirichlet import CalibrationCostError, log_softmax64
 from calibrepro.calibrators.ensemble_scaling import simplex_least_squares
@@ -87,10 +88,15 @@ def test_strong_odir_is_vector_scaling():
     assert np.abs(ms.bias_).max() < 1e-4
 
 
-def test_strong_l2_gives_uniform_predictions():
+def test_strong_l2_tends_to_its_centre():
+    """lambda -> infinity: Dir-L2 centred on the identity gives the uncalibrated model, centred on 0 uniform 1/K."""
     z, y = overconfident(500, 4, seed=6)
-    cal = make_calibrator("dirichlet_l2", lambdas=[1e9], device="cpu").fit(z, y)
-    np.testing.assert_allclose(cal.predict_proba(z), 0.25, atol=1e-4)
+    identity = make_calibrator("dirichlet_l2", lambdas=[1e9], device="cpu").fit(z, y)
+    np.testing.assert_allclose(identity.predict_proba(z), softmax(z, "float64"), atol=1e-4)
+    zero = make_calibrator("dirichlet_l2", lambdas=[1e9], shrink_towards="zero", device="cpu").fit(z, y)
+    np.testing.assert_allclose(zero.predict_proba(z), 0.25, atol=1e-4)
+    with pytest.raises(ValueError, match=r"dirichlet_l2\.shrink_towards = 'ones'.*'identity'"):
+        make_calibrator("dirichlet_l2", lambdas=[1.0], shrink_towards="ones", device="cpu").fit(z, y)
 
 
 def test_penalised_objective_is_minimised():
@@ -131,8 +137,10 @@ def test_cross_validation_is_recorded_and_deterministic():
     b = make_calibrator("dirichlet_odir", **SMALL_GRID).fit(z, y)
     cv = a.diagnostics_["cross_validation"]
     assert [(g["lambda"], g["mu"]) for g in cv["grid"]] == [(0.01, 0.01), (0.01, 1.0), (1.0, 0.01), (1.0, 1.0)]
-    best = min((g for g in cv["grid"] if g["cv_nll"] is not None), key=lambda g: g["cv_nll"])
+    fitted = [g for g in cv["grid"] + cv["extension"] if g["cv_nll"] is not None]
+    best = min(fitted, key=lambda g: g["cv_nll"])
     assert (a.reg_lambda_, a.reg_mu_) == (best["lambda"], best["mu"])
+    assert a.diagnostics_["search_capped"] is cv["search"]["capped"]
     assert json.dumps(a.to_json()) == json.dumps(b.to_json())
 
 
@@ -173,6 +181,7 @@ def test_unknown_method_is_a_clear_error():
         ({"mus": [0.1, -1.0]}, r"calibrator_options\.dirichlet_odir\.mus: .* >= 0, got \[-1\.0\]"),
         ({"lambdas": [float("nan")]}, r"finite"),
         ({"folds": 1000}, r"calibrator_options\.dirichlet_odir\.folds = 1000"),
+        ({"max_extensions": -1}, r"calibrator_options\.dirichlet_odir\.max_extensions = -1: give 0"),
     ],
 )
 def test_bad_options_name_the_config_key(options, message):
@@ -202,19 +211,22 @@ def test_cpu_budget_refuses_hours_not_an_imagenet_model(method):
     cal._check_budget(1_281_167, 1000, cal.expected_fits(), torch.device("cuda"))  # a GPU has no limit
 
 
-def test_cost_model_expects_the_early_stop_and_sizes_jobs_for_the_full_grid():
-    """The plan and the budget count the 3 strongest lambdas' fits; a Slurm job's runtime every grid point."""
+def test_cost_model_expects_the_early_stop_and_sizes_jobs_for_the_full_search():
+    """The plan and the budget count the 3 strongest lambdas' fits and one of mu's extension; a Slurm job's
+    runtime every grid point and the whole extension (11 lambdas, 2 mus, 4 values beyond each end)."""
     from calibrepro.calibrators.cost import expected_fit_seconds
 
     odir, l2 = make_calibrator("dirichlet_odir"), make_calibrator("dirichlet_l2")
-    assert (odir.expected_fits(), odir.planned_fits()) == (1 + 5 * 3 * 3, 1 + 5 * 5 * 3)
-    assert (l2.expected_fits(), l2.planned_fits()) == (1 + 5 * 3, 1 + 5 * 5)
-    assert make_calibrator("dirichlet_l2", early_stop=False).expected_fits() == 26
+    assert (odir.expected_fits(), odir.planned_fits()) == (1 + 5 * (3 * 2 + 1), 1 + 5 * (11 * 2 + 4 * (2 + 1)))
+    assert (l2.expected_fits(), l2.planned_fits()) == (1 + 5 * 3, 1 + 5 * (11 + 4))
+    assert make_calibrator("dirichlet_l2", early_stop=False).expected_fits() == 1 + 5 * 11
+    assert make_calibrator("dirichlet_l2", max_extensions=0).planned_fits() == 1 + 5 * 11
     assert make_calibrator("dirichlet_l2", lambdas=[1.0]).expected_fits() == 1
+    assert make_calibrator("dirichlet_odir", lambdas=[1.0], mus=[1.0]).planned_fits() == 1
     shape = (10_000, 100)
     expected = expected_fit_seconds(shape, "dirichlet_odir", {}, calibration_fraction=0.5)
     worst = expected_fit_seconds(shape, "dirichlet_odir", {}, calibration_fraction=0.5, worst_case=True)
-    assert worst / expected == pytest.approx(76 / 46)
+    assert worst / expected == pytest.approx(171 / 36)
 
 
 @pytest.mark.parametrize("method", NEW)
@@ -307,11 +319,11 @@ def test_a_fit_stopped_by_max_iter_says_so():
 
 @pytest.mark.parametrize("method", ["dirichlet_l2", "matrix_scaling_odir"])
 def test_path_chooses_like_independent_cold_start_fits(method):
-    """The warm-started path scores every grid point as separate fits from the identity would."""
+    """The warm-started path scores every grid point as separate fits from the identity would (the grid alone)."""
     from sklearn.model_selection import StratifiedKFold
 
     z, y = overconfident(500, 4, seed=16)
-    grid = {"lambdas": [0.01, 1.0, 100.0], "mus": [0.01, 10.0], "folds": 3, "seed": 2, "device": "cpu"}
+    grid = {"lambdas": [0.01, 1.0, 100.0], "mus": [0.01, 10.0], "folds": 3, "seed": 2, "device": "cpu", "max_extensions": 0}
     cal = make_calibrator(method, **grid, early_stop=False).fit(z, y)
     splits = StratifiedKFold(3, shuffle=True, random_state=2).split(z, y)
     cold = {}
@@ -477,3 +489,19 @@ def test_a_fit_that_did_not_converge_is_marked_in_the_tables(tmp_path):
 def test_auto_takes_a_gpu_only_for_many_classes(device, k, expected):
     """``device: auto`` fits CIFAR-sized problems on the CPU even where a GPU is present (same bits everywhere)."""
     assert make_calibrator("dirichlet_odir", device=device)._device_spec(k) == expected
+
+
+def test_an_extreme_penalty_converges_at_the_gradient_s_rounding_error():
+    """Dir-L2 at lambda = 1e9 (K = 10; the default grid's top): b = c - W m's rounding, times the penalty, keeps the
+    gradient above 1e-6; the fit stops there, converged, and says why (the demo's overconfident MLP, issue 33)."""
+    from calibrepro.calibrators.newton import SoftmaxRegression, penalty_weights
+
+    rng = np.random.default_rng(22)
+    z = rng.normal(size=(360, 10)) * 12  # log-probabilities down to about -60, as an overconfident network's
+    y = sample_labels(z / 3, rng)
+    x = log_softmax64(z)
+    cw, cb = penalty_weights("l2", 10, 1e9, 0.0)
+    w, b, info = SoftmaxRegression(x, y).fit(cw, cb, np.eye(10), np.zeros(10), tolerance=1e-6, max_iter=20, centre=np.eye(10))
+    assert info["converged"] and info["n_iter"] <= 3, info["stop_reason"]
+    assert info["final_grad_max_abs"] > 1e-6 and "rounding error" in info["stop_reason"]
+    assert np.abs(w - np.eye(10)).max() < 1e-6 and np.abs(b).max() < 1e-6

@@ -40,7 +40,8 @@ def expected_fit_seconds(
 
     :func:`calibrepro.calibrators.dirichlet.estimated_seconds` for the method's expected fits
     (cross-validation along its path with the early stop, and the refit; ``worst_case``: every grid
-    point) on the calibration half of logits of ``shape`` (:func:`logits_shape`).
+    point and the search's whole extension) on the calibration half of logits of ``shape``
+    (:func:`logits_shape`).
     """
     from calibrepro.calibrators import make_calibrator
     from calibrepro.calibrators.dirichlet import estimated_seconds
@@ -56,8 +57,8 @@ def expected_fit_seconds(
 def fit_minutes(shape, method: str, options: Mapping, *, calibration_fraction: float, threads: int) -> int:
     """Wall-clock minutes to ask for one fit job of a full-matrix method (a Slurm job's runtime).
 
-    Three times :func:`expected_fit_seconds` with every grid point fitted (a job that runs out of
-    time loses its work), spread over ``threads`` (at most one per CV fold), plus 5 minutes to
+    Three times :func:`expected_fit_seconds` with every grid point and the search's whole extension
+    fitted (a job that runs out of time loses its work), spread over ``threads`` (at most one per CV fold), plus 5 minutes to
     start; 120 minutes when the shape is unknown.
     """
     seconds = expected_fit_seconds(

@@ -76,6 +76,12 @@ def fit_step(
                     "raise calibrator_options.%s.max_iter or the regularisation",
                     method, diagnostics.get("stop_reason"), output, method,
                 )
+            if diagnostics.get("search_capped"):
+                logger.warning(
+                    "%s: the regularisation search hit its cap, the best CV score still at its edge (see "
+                    "cross_validation.search in %s); raise calibrator_options.%s.max_extensions or widen the grid",
+                    method, output, method,
+                )
 
 
 def load_calibrator(path, method: str, task: str | Task = "classification"):
