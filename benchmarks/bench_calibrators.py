@@ -318,7 +318,7 @@ def bench_beyond(shapes, single: bool = False, threads: int = 2, before: str | N
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("\ncross-check with dirichletcal (same lambda, mu; reg_norm=True, ref_row=False; our objective):")
     if not dirichletcal_python:
-        print("  skipped: give --dirichletcal-python (see benchmarks/README.md)")
+        print("  skipped: give --dirichletcal-python (see benchmarks/MEASUREMENTS.md)")
         return 0
     for r in rows:
         if "chosen" not in r or r["k"] > 100:

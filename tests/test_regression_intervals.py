@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import importlib.util
-import re
 from pathlib import Path
 
 import numpy as np
@@ -61,23 +60,6 @@ def test_auto_takes_each_regression_metric_s_own_method(tmp_path):
         forced = mean_intervals(files, estimates, 0.95, choice)
         assert forced[("wine", "mc_dropout", "uncalibrated", "msce")] == B.interval(
             mean_reps["msce"], 0.05, 0.95, choice, bounds=(0.0, None))
-
-
-def test_the_study_s_choice_in_benchmarks_readme_is_what_auto_uses():
-    """benchmarks/README.md's regression choice table (printed by bench_coverage.py --task regression): its
-    ``choice`` and ``now`` columns equal ``RegressionMetric.interval`` for every metric."""
-    text = (ROOT / "benchmarks" / "README.md").read_text()
-    section = text[text.index("Regression: choice per metric"):]
-    rows = {}
-    for line in section.splitlines()[1:]:
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if cells[0] in M.REGRESSION_METRICS:
-            rows[cells[0]] = (cells[-2], cells[-1])
-        elif rows and not line.startswith("|"):
-            break
-    assert set(rows) == set(M.REGRESSION_METRICS)
-    for name, (choice, now) in rows.items():
-        assert choice == now == M.REGRESSION_METRICS[name].interval, name
 
 
 def test_regression_intervals_are_clipped_to_the_metric_range(tmp_path):

@@ -70,7 +70,7 @@ from calibrepro.calibrators.newton import SoftmaxRegression, array_ops, penalty_
 from calibrepro.calibrators.regularisation_search import RegularisationSearch
 
 #: default regularisation grids (normalised penalties, see the module docstring), from issue 33's study
-#: (benchmarks/README.md): the CV optimum of lambda lies at 1-100 on the real CIFAR-10 models, at 1e3-1e6 on
+#: (benchmarks/MEASUREMENTS.md): the CV optimum of lambda lies at 1-100 on the real CIFAR-10 models, at 1e3-1e6 on
 #: synthetic CIFAR-100-like logits and at 1e7-1e8 on ImageNet-like ones; mu changes the score little
 #: (at K = 100 every mu >= 1 alike), so two values, and the search follows it beyond them
 DEFAULT_LAMBDAS = (0.1, 1.0, 10.0, 100.0, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9)
@@ -387,7 +387,7 @@ class DirichletL2(_MatrixCalibrator):
     ``FullDirichletCalibrator`` fits it), whose limit is the uniform prediction 1/K.  Why the
     identity: the exact optimum of the zero-centred penalty trades the off-diagonal noise against
     shrinking the diagonal towards uniform, and at K = 100 no lambda does both (issue 33's study,
-    benchmarks/README.md: synthetic CIFAR-100-like logits, 5,000 calibration samples, test NLL 1.384
+    benchmarks/MEASUREMENTS.md: synthetic CIFAR-100-like logits, 5,000 calibration samples, test NLL 1.384
     at the CV optimum lambda = 100 against 1.264 uncalibrated; centred on the identity 1.231 at
     lambda = 1e4; real CIFAR-10 models: lambda = 1 either way); the paper's networks were calibrated with
     Adam stopped early from the identity (``dirichletcal/experiments_dnn``), which also stays near

@@ -42,7 +42,7 @@ import numpy as np
 
 #: relative change of the CV score below which two scores count as equal (the path's early stop, the
 #: extensions' stop): scores at the regulariser's limit agree to ~1e-6 relative, an optimum bracketed
-#: on a 10x ladder is 1e-3 to 1e-2 lower than its neighbours (benchmarks/README.md, issue 33's study)
+#: on a 10x ladder is 1e-3 to 1e-2 lower than its neighbours (benchmarks/MEASUREMENTS.md, issue 33's study)
 PLATEAU = 1e-4
 #: the ratio of an extension when the grid's neighbouring value is 0 (or the axis has one value)
 _DEFAULT_RATIO = 10.0

@@ -8,7 +8,7 @@ bootstrap of :func:`block_counts` over the windows, in blocks of :data:`BLOCK_HO
 windows.  Sliding windows share H - 1 hours with each neighbour and the series' errors are
 autocorrelated, so windows drawn one by one treat dependent windows as independent: on simulated
 windows of 10 hours over an AR(1) series every metric's 95 % interval covered the truth only 0.3-0.5
-of the time; blocks of 3 H windows bring it to 0.88-0.98 (benchmarks/README.md, regression coverage).  Every
+of the time; blocks of 3 H windows bring it to 0.88-0.98 (benchmarks/MEASUREMENTS.md, regression coverage).  Every
 method's metrics on them come from the metrics' resampled form (:meth:`RegressionMetric.value` with
 the counts block as weights), written per split by :func:`save_replicates`.
 
