@@ -46,6 +46,7 @@ __all__ = [
     "TwoSidedIsotonicRecalibration",
     "Uncalibrated",
     "make_recalibrator",
+    "recalibrator_title",
     "recalibrator_from_json",
 ]
 
@@ -344,6 +345,13 @@ def _search_scale(predictive, y, criterion) -> float:
 RECALIBRATORS: dict[str, type[Recalibrator]] = {
     cls.method: cls for cls in (Uncalibrated, IsotonicRecalibration, TwoSidedIsotonicRecalibration, StdScaling)
 }
+
+
+def recalibrator_title(method: str, language: str) -> tuple[str, str]:
+    """A recalibrator's display name and the paper it comes from (the parameters tables' headings); an unknown
+    method is its own name."""
+    cls = RECALIBRATORS.get(method)
+    return (cls.display_names.get(language, method), cls.reference) if cls is not None else (method, "")
 
 
 def make_recalibrator(method: str, **options) -> Recalibrator:

@@ -56,6 +56,7 @@ def parameters_step(curves_files: Sequence[str], csv_output, md_output, tex_outp
                     log=None) -> None:
     """The fitted state of every recalibrator of every split, as its curves file records it: the tidy CSV and
     its tables (:mod:`calibrepro.report.parameter_tables`)."""
+    from calibrepro.regression.recalibration import recalibrator_title
     from calibrepro.regression.task import fitted_recalibrators
     from calibrepro.report.parameter_tables import write_fitted_parameters
     from calibrepro.report.parameters_file import fit_rows
@@ -63,6 +64,6 @@ def parameters_step(curves_files: Sequence[str], csv_output, md_output, tex_outp
     with step_log(log) as logger:
         fits = [fit for path in curves_files for fit in fitted_recalibrators(path)]
         rows = write_fitted_parameters((fit_rows(*fit) for fit in fits), csv_output, md_output, tex_output,
-                                       task="regression", language=language)
+                                       task="regression", language=language, titles=recalibrator_title)
         logger.info("%d numbers of %d recalibrators (%s) -> %s, %s, %s", rows, len(fits), language, csv_output,
                     md_output, tex_output)

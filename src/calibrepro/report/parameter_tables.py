@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 
 from calibrepro.io import write_text
 from calibrepro.report.labels import (
@@ -30,21 +31,20 @@ def _value(parameter: str, value: int | float, language: str) -> str:
     return format_parameter(value)
 
 
-def _title(method: str, task: str, language: str) -> tuple[str, str]:
-    """The method's display name and the paper it comes from (its class's ``reference``; "" when unknown)."""
-    if task == "regression":
-        from calibrepro.regression.recalibration import RECALIBRATORS  # scipy: only with a regression part
-
-        cls = RECALIBRATORS.get(method)
-        name = cls.display_names.get(language, method) if cls else method
-    else:
-        from calibrepro.calibrators import CALIBRATORS
-
-        cls, name = CALIBRATORS.get(method), method_name(method, language)
-    return name, cls.reference if cls is not None else ""
+#: ``titles(method, language) -> (display name, paper)`` of a task's methods; the report knows the calibrators'
+#: (:func:`calibrator_title`), another task passes its own (``calibrepro.regression.recalibration.recalibrator_title``)
+Titles = Callable[[str, str], tuple[str, str]]
 
 
-def sections(parameters: Parameters, language: str) -> list[tuple[str, tuple[str, str], list[str], list[list[str]]]]:
+def calibrator_title(method: str, language: str) -> tuple[str, str]:
+    """A calibrator's display name and the paper it comes from (its class's ``reference``; "" when unknown)."""
+    from calibrepro.calibrators import CALIBRATORS
+
+    cls = CALIBRATORS.get(method)
+    return method_name(method, language), cls.reference if cls is not None else ""
+
+
+def sections(parameters: Parameters, language: str, titles: Titles = calibrator_title) -> list[tuple[str, tuple[str, str], list[str], list[list[str]]]]:
     """``(method, (name, reference), header, rows)`` of each method's table; plain text (not yet escaped)."""
     language = check_language(language)
     several = len({row[3] for row in parameters.rows}) > 1
@@ -59,14 +59,15 @@ def sections(parameters: Parameters, language: str) -> list[tuple[str, tuple[str
         header = keys + [PARAMETER_NAMES.get(name, {}).get(language, name) for name in names]
         body = [[dataset, model, *([str(seed)] if several else []), *(values.get(name, "—") for name in names)]
                 for (dataset, model, seed), values in cells.items()]
-        out.append((method, _title(method, parameters.task, language), header, body))
+        out.append((method, titles(method, language), header, body))
     return out
 
 
-def render_parameters(parameters: Parameters, kind: str, *, language: str = "en") -> str:
-    """The tables of ``parameters`` as text; ``kind`` is "md" or "tex"."""
+def render_parameters(parameters: Parameters, kind: str, *, language: str = "en",
+                      titles: Titles = calibrator_title) -> str:
+    """The tables of ``parameters`` as text; ``kind`` is "md" or "tex"; ``titles`` names each method."""
     caption = PARAMETER_CAPTIONS[parameters.task][check_language(language)]
-    found = sections(parameters, language)
+    found = sections(parameters, language, titles)
     if kind == "md":
         tables = [md_table(f"**{md_escape(name)}**" + (f" ({md_escape(reference)})" if reference else ""),
                            [md_escape(h) for h in header],
@@ -91,7 +92,8 @@ def _tex_title(name: str, reference: str, language: str) -> str:
     return f"{PARAMETERS_TITLE[language]}: {name}" + (f" ({reference})" if reference else "")
 
 
-def write_fitted_parameters(fits, csv_path, md_path, tex_path, *, task: str, language: str = "en") -> int:
+def write_fitted_parameters(fits, csv_path, md_path, tex_path, *, task: str, language: str = "en",
+                            titles: Titles = calibrator_title) -> int:
     """Write the parameters file ``csv_path`` of ``fits`` (the rows of each fit, by
     :func:`~calibrepro.report.parameters_file.fit_rows`, in the run's order) and its tables, read back from it,
     as Markdown and LaTeX; return the number of rows. Each file is written atomically."""
@@ -99,12 +101,13 @@ def write_fitted_parameters(fits, csv_path, md_path, tex_path, *, task: str, lan
         raise ValueError(f"task must be one of {', '.join(COLUMNS)}, got {task!r}")
     rows = [row for fit in fits for row in fit]
     write_text(csv_path, format_parameters(rows, task, where=csv_path))
-    write_parameter_tables(csv_path, md_path, tex_path, language=language)
+    write_parameter_tables(csv_path, md_path, tex_path, language=language, titles=titles)
     return len(rows)
 
 
-def write_parameter_tables(csv_path: str | os.PathLike, md_path, tex_path, *, language: str = "en") -> None:
+def write_parameter_tables(csv_path: str | os.PathLike, md_path, tex_path, *, language: str = "en",
+                           titles: Titles = calibrator_title) -> None:
     """Write the tables of the parameters file ``csv_path`` as Markdown (``md_path``) and LaTeX (``tex_path``)."""
     parameters = read_parameters(csv_path)
-    write_text(md_path, render_parameters(parameters, "md", language=language))
-    write_text(tex_path, render_parameters(parameters, "tex", language=language))
+    write_text(md_path, render_parameters(parameters, "md", language=language, titles=titles))
+    write_text(tex_path, render_parameters(parameters, "tex", language=language, titles=titles))
