@@ -3,11 +3,12 @@
 Writes synthetic logits for 13 CIFAR-10-like (K=10, N=10,000), 15 CIFAR-100-like (K=100,
 N=10,000) and 4 ImageNet-like (K=1000, N=50,000) models as `source: logits` models, then runs
 the real workflow (local profile) twice: once to `results/bench/metrics.csv` plus all tables (the
-appendix: six columns, all metrics, one seed), once more for the reliability diagrams.
+appendix: six columns, all metrics, one seed, and the bootstrap intervals and paired comparisons the
+tables mark), once more for the reliability diagrams.
 
-    .venv/bin/python benchmarks/bench_pipeline.py [--workdir DIR] [--cores 2] [--small]
+    .venv/bin/python benchmarks/bench_pipeline.py [--workdir DIR] [--cores 2] [--small] [--no-intervals]
 
-`--small` uses 2 + 2 + 1 models for a quick check.
+`--small` uses 2 + 2 + 1 models for a quick check; `--no-intervals` leaves out the bootstrap.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def write_logits(path: Path, k: int, n: int, seed: int) -> None:
     np.savez(path, logits=logits * 2.5, labels=labels.astype(np.int64))
 
 
-def make_config(workdir: Path, small: bool) -> Path:
+def make_config(workdir: Path, small: bool, intervals: bool) -> Path:
     models = {}
     for dataset, (count, k, n) in SHAPES.items():
         count = min(count, 1 if k == 1000 else 2) if small else count
@@ -54,7 +55,8 @@ def make_config(workdir: Path, small: bool) -> Path:
                 write_logits(path, k, n, seed=1000 * k + index)
             models[dataset][f"model{index:02d}"] = {"source": "logits", "path": str(path)}
     config = workdir / "bench.yaml"
-    config.write_text(yaml.safe_dump({"models": models}, sort_keys=False))
+    settings = {"models": models, **({} if intervals else {"uncertainty": {"enabled": False}})}
+    config.write_text(yaml.safe_dump(settings, sort_keys=False))
     return config
 
 
@@ -63,6 +65,8 @@ CONFIGURATIONS = {
     "plain": [],
     "no-threads": ["--workflow-profile", "none"],
 }
+#: what the timed runs start from: the cached logits and their requests
+KEPT = {"logits", "requests"}
 TABLES = [
     LAYOUT.table(metric, ext)
     for metric in ["accuracy", "brier", "ece", "mce", "nll", "classwise_ece", "ece_equal_mass", "mce_equal_mass", "ece_l2"]
@@ -94,10 +98,9 @@ def snakemake(workdir: Path, config: Path, cores: int, flags: list[str], *target
 
 def clear_after_logits(workdir: Path) -> None:
     """Delete everything the workflow made after the logits (and Snakemake's records of it)."""
-    for name in ("splits", "calibrators", "evaluations", "convergence", "reliability", "metrics.csv", "convergence.csv",
-                 "logs"):
-        path = workdir / LAYOUT.results / name
-        shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+    for path in (workdir / LAYOUT.results).iterdir():
+        if path.name not in KEPT:
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
     shutil.rmtree(workdir / LAYOUT.reports, ignore_errors=True)
 
 
@@ -109,10 +112,12 @@ def main() -> None:
     parser.add_argument("--plain", action="store_true", help="also time plain `snakemake --cores N`")
     parser.add_argument("--no-threads", action="store_true", help="also time it without profiles/default")
     parser.add_argument("--repeat", type=int, default=1, help="runs per configuration (best is reported)")
+    parser.add_argument("--no-intervals", action="store_true",
+                        help="without the bootstrap intervals and paired comparisons (uncertainty.enabled: false)")
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="calibrepro-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    config = make_config(workdir, args.small)
+    config = make_config(workdir, args.small, intervals=not args.no_intervals)
     models = yaml.safe_load(config.read_text())["models"]
     count = sum(len(names) for names in models.values())
     # Caching the logits (copying the .npz files) is not part of the appendix's work.
@@ -132,7 +137,8 @@ def main() -> None:
     print(f"models: {count}; cores: {args.cores}; workdir: {workdir}; best of {args.repeat}; "
           f"load average before: {load[0]:.1f}, after: {os.getloadavg()[0]:.1f}")
     print(f"{'seconds, wall (CPU)':<56}" + "".join(f"{name:>16}" for name in names))
-    for label, times in [("appendix (split, 6 calibrators, all metrics, 9 tables)", appendix),
+    work = "6 calibrators, all metrics" + ("" if args.no_intervals else ", B = 1000 intervals")
+    for label, times in [(f"appendix ({work}, tables)", appendix),
                          ("then reliability diagrams and reproduction report", figures)]:
         print(f"{label:<56}" + "".join(f"{'%.1f (%.1f)' % min(times[name]):>16}" for name in names))
     if args.repeat > 1:
