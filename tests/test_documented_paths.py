@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import subprocess
 
 import pytest
 
@@ -127,3 +128,11 @@ def test_an_outdated_path_is_caught():
     assert "regression" not in NAMES  # reports/regression/ of the old layout is no configuration's folder
     assert any(names_output("results/demo/metrics.csv", known) for known in KNOWN)
     assert any(names_output("reports/<name>/regression/", known) for known in KNOWN)
+
+
+def test_every_document_is_one_click_from_the_readme():
+    """Each Markdown document the repository keeps (tests' fixtures apart) is linked from README.md."""
+    tracked = subprocess.run(["git", "ls-files", "*.md"], cwd=ROOT, capture_output=True, text=True, check=True)
+    documents = {name for name in tracked.stdout.split() if not name.startswith("tests/")} - {"README.md"}
+    links = set(re.findall(r"\]\(([^)#\s]+\.md)", (ROOT / "README.md").read_text(encoding="utf-8")))
+    assert documents and sorted(documents - links) == []
