@@ -73,6 +73,8 @@ def test_registry_and_factory():
     assert make_calibrator("histogram_binning", bins=7).bins == 7
     with pytest.raises(ValueError, match="uncalibrated, histogram_binning, isotonic"):
         make_calibrator("platt")
+    with pytest.raises(C.UnknownCalibratorError, match="'temprature' \\(did you mean 'temperature_scaling'\\?\\)"):
+        make_calibrator("temprature")
     with pytest.raises(ValueError, match="unknown calibration method"):
         calibrator_from_json({"method": "platt", "params": {}})
 

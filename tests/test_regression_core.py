@@ -311,6 +311,8 @@ def test_json_round_trip_is_bit_identical(method):
     assert again.get_params() == r.get_params()
     with pytest.raises(ValueError, match="unknown recalibration method"):
         recalibrator_from_json({**r.to_json(), "method": "nope"})
+    with pytest.raises(ValueError, match="'isotonic_twosided' \\(did you mean 'isotonic_two_sided'\\?\\)"):
+        make_recalibrator("isotonic_twosided")
 
 
 def test_isotonic_is_kuleshovs_empirical_cdf_of_the_pit_values():

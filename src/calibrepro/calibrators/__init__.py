@@ -29,6 +29,7 @@ a new module plus one line in :data:`_REGISTERED`.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from collections.abc import Iterator, Mapping
 
@@ -111,8 +112,10 @@ def _class_of(method):
     try:
         return CALIBRATORS[method]
     except (KeyError, TypeError):
+        close = difflib.get_close_matches(str(method), CALIBRATORS, n=1, cutoff=0.6)
         raise UnknownCalibratorError(
-            f"unknown calibration method {method!r}; known: {', '.join(CALIBRATORS)}"
+            f"unknown calibration method {method!r}"
+            + (f" (did you mean {close[0]!r}?)" if close else "") + f"; known: {', '.join(CALIBRATORS)}"
         ) from None
 
 

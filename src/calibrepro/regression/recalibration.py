@@ -25,6 +25,7 @@ calibrated standard deviations, which isotonic recalibration cannot give (the se
 
 from __future__ import annotations
 
+import difflib
 from typing import ClassVar
 
 import numpy as np
@@ -359,7 +360,9 @@ def make_recalibrator(method: str, **options) -> Recalibrator:
     try:
         cls = RECALIBRATORS[method]
     except KeyError:
-        raise ValueError(f"unknown recalibration method {method!r}; known: {', '.join(RECALIBRATORS)}") from None
+        close = difflib.get_close_matches(str(method), RECALIBRATORS, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"unknown recalibration method {method!r}{hint}; known: {', '.join(RECALIBRATORS)}") from None
     accepted = cls._get_param_names()
     return cls(**{key: value for key, value in options.items() if key in accepted})
 
