@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -201,6 +202,24 @@ def test_a_users_own_predictions_file_is_fitted_whole(tmp_path, capsys):
     assert cli.main(["fit", "--method", "std_scaling", str(tmp_path / "mine.npz"), "-o", str(tmp_path / "s.json")]) == 0
     assert "std_scaling: fitted on 300 samples" in capsys.readouterr().out
     assert 0.4 < json.loads((tmp_path / "s.json").read_text())["params"]["scale"] < 0.6
+
+
+def test_a_metric_that_is_not_finite_is_left_out_with_its_reason(tmp_path, capsys):
+    """Issue 31's degenerate predictive through the command line: rows of spread 0 (point masses) have no
+    density, so NLL is infinite; evaluate says so and writes the other metrics, as the pipeline does."""
+    rng = np.random.default_rng(5)
+    y = rng.normal(size=200)
+    std = np.full(200, 0.1)
+    std[:10] = 0.0
+    np.savez(tmp_path / "point.npz", y=y, mean=y + rng.normal(size=200), std=std)
+    found = commands.evaluate_file(tmp_path / "point.npz", resamples=50)
+    assert found.undefined == {"nll": "the predictive has no density at the target (spread 0: a point mass)"}
+    assert "nll" not in found.values and len(found.values) == 8
+    assert all(np.isfinite([v.estimate, v.low, v.high]).all() for v in found.values.values())
+    out = tmp_path / "e.csv"
+    assert cli.main(["evaluate", str(tmp_path / "point.npz"), "--resamples", "50", "-o", str(out)]) == 0
+    assert re.search(r"^  nll +left out: the predictive has no density", capsys.readouterr().out, re.M)
+    assert [line.split(",")[0] for line in out.read_text().splitlines()[1:]] == list(found.values)
 
 
 @pytest.mark.parametrize("arguments, message", [

@@ -158,10 +158,12 @@ def _evaluate(args: argparse.Namespace) -> int:
     intervals = f"{level:.0%} bootstrap intervals, B = {resamples}, seed {seed}" if resamples else "no intervals"
     print(f"{_where(args.file, args.half)}: {result.method}, {result.rows} rows; {intervals}")
     bounds = {name: f"[{value.low:.6g}, {value.high:.6g}]" for name, value in result.values.items()}
-    widths = max(map(len, result.values)), max(map(len, bounds.values()))
+    widths = max(map(len, [*result.values, *result.undefined])), max(map(len, bounds.values()), default=0)
     for name, value in result.values.items():
         interval = f"{bounds[name]:<{widths[1]}}  {value.interval}" if resamples else ""
         print(f"  {name:<{widths[0]}}  {value.estimate:>10.6g}  {interval}".rstrip())
+    for name, why in result.undefined.items():
+        print(f"  {name:<{widths[0]}}  left out: {why}")
     if args.output:
         write_evaluation(args.output, result.values)
         print(f"-> {args.output}")

@@ -278,12 +278,14 @@ def _probabilities(path) -> tuple[np.ndarray, np.ndarray, str]:
 @dataclass
 class Evaluation:
     """What :func:`evaluate_file` found: the task, the calibration method, the number of rows and, per metric,
-    the estimate and its bootstrap interval."""
+    the estimate and its bootstrap interval; ``undefined``: the metrics left out, each with why (a regression
+    metric that is not finite, as the pipeline leaves it out of ``metrics.csv``)."""
 
     task: str
     method: str
     rows: int
     values: dict[str, bootstrap.MetricInterval]
+    undefined: dict[str, str] = field(default_factory=dict)
 
 
 def evaluate_file(path, *, calibrator=None, split=None, half: str | None = None, metrics: Sequence[str] | None = None,
@@ -316,17 +318,23 @@ def evaluate_file(path, *, calibrator=None, split=None, half: str | None = None,
         return Evaluation(task.name, fitted.method, rows, values)
     from calibrepro.regression.metrics import REGRESSION_METRICS
 
-    names = list(metrics or REGRESSION_METRICS)
-    estimates = task.metrics(predicted, inputs.half, names, bins=bins)
-    if not resamples:
-        return Evaluation(task.name, fitted.method, rows, _estimates_only(estimates))
-    if interval == "bca":
+    if resamples and interval == "bca":
         raise InputFileError("--interval bca: the regression metrics have no jackknife; use auto, percentile, basic "
                              "or debiased")
+    estimates = task.metrics(predicted, inputs.half, list(metrics or REGRESSION_METRICS), bins=bins)
+    undefined = {name: REGRESSION_METRICS[name].undefined for name, value in estimates.items()
+                 if not np.isfinite(value)}
+    estimates = {name: value for name, value in estimates.items() if name not in undefined}
+    if not resamples:
+        return Evaluation(task.name, fitted.method, rows, _estimates_only(estimates), undefined)
     weights = task.resample_weights(inputs.half, resamples, seed, ())
-    replicates = task.metrics(predicted, inputs.half, names, bins=bins, weights=weights)
-    return Evaluation(task.name, fitted.method, rows,
-                      bootstrap.intervals_from(estimates, replicates, level, interval, task="regression"))
+    replicates = task.metrics(predicted, inputs.half, list(estimates), bins=bins, weights=weights)
+    values = bootstrap.intervals_from(estimates, replicates, level, interval, task="regression")
+    for name, value in list(values.items()):
+        if not (np.isfinite(value.low) and np.isfinite(value.high)):
+            undefined[name] = f"estimate {value.estimate:.6g}, but not finite on some resamples: no interval"
+            del values[name]
+    return Evaluation(task.name, fitted.method, rows, values, undefined)
 
 
 def _classification(probs, labels, names, bins, resamples, level, interval, seed) -> dict:
