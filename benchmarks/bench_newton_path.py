@@ -60,7 +60,7 @@ def fold_path(method: str, k: int, samples: int, levels: int, logits: str = "sim
         solutions = {}
         for level in grid_path(*zip(*grid))[:levels]:
             for point, begin in level:
-                w, b, info = calibrator._solve(problem, *point, solutions.get(begin))
+                w, b, info = calibrator._solve(problem, *point, solutions.get(begin), calibrator._centre(k))
                 solutions[point] = (w, b)
                 newton, products = newton + info["n_iter"], products + info["n_hessp"]
                 converged = converged and info["converged"]

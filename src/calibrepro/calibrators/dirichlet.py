@@ -172,11 +172,15 @@ class _MatrixCalibrator(Calibrator):
     #: "l2" or "odir"
     _penalty: ClassVar[str]
 
-    def _grid(self) -> list[tuple[float, float]]:
+    def _axis_values(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """The grid's lambdas and mus, checked; the L2 penalty has no mu (one axis value, 0)."""
         lambdas = check_grid(self.lambdas, f"calibrator_options.{self.method}.lambdas")
         if self._penalty == "l2":
-            return [(lam, 0.0) for lam in lambdas]
-        mus = check_grid(self.mus, f"calibrator_options.{self.method}.mus")
+            return lambdas, (0.0,)
+        return lambdas, check_grid(self.mus, f"calibrator_options.{self.method}.mus")
+
+    def _grid(self) -> list[tuple[float, float]]:
+        lambdas, mus = self._axis_values()
         return [(lam, mu) for lam in lambdas for mu in mus]
 
     def _x(self, z: np.ndarray) -> np.ndarray:
@@ -186,8 +190,8 @@ class _MatrixCalibrator(Calibrator):
 
     def _axes(self) -> tuple[int, int]:
         """The grid's distinct lambdas and mus."""
-        grid = self._grid()
-        return len({lam for lam, _ in grid}), len({mu for _, mu in grid})
+        lambdas, mus = self._axis_values()
+        return len(set(lambdas)), len(set(mus))
 
     def planned_fits(self) -> int:
         """Fits of the whole search at most, plus the refit (1 for a single grid point).
@@ -242,19 +246,20 @@ class _MatrixCalibrator(Calibrator):
                 + " (no cross-validation) or fewer, or raise cpu_flop_budget"
             )
 
-    def _solve(self, problem: SoftmaxRegression, lam: float, mu: float, start):
+    def _solve(self, problem: SoftmaxRegression, lam: float, mu: float, start, centre):
+        """One penalised fit at (lam, mu) from ``start`` (None: the identity), W shrunk towards ``centre``."""
         k = problem.k
         cw, cb = penalty_weights(self._penalty, k, lam, mu)
         w0, b0 = start if start is not None else (np.eye(k), np.zeros(k))
         return problem.fit(
-            cw, cb, w0, b0, tolerance=float(self.tolerance), max_iter=int(self.max_iter), centre=self._centre(k)
+            cw, cb, w0, b0, tolerance=float(self.tolerance), max_iter=int(self.max_iter), centre=centre
         )
 
     def _centre(self, k: int):
         """The matrix W's penalty shrinks towards: 0 (ODIR: the diagonal is not penalised; see :class:`DirichletL2`)."""
         return None
 
-    def _search(self, x, y, splits, ops) -> RegularisationSearch:
+    def _search(self, x, y, splits, ops, centre) -> RegularisationSearch:
         """The cross-validated search (:mod:`.regularisation_search`) on these folds, each fold's data made once."""
         problems = [None] * len(splits)
 
@@ -262,17 +267,15 @@ class _MatrixCalibrator(Calibrator):
             train, held = splits[fold]
             if problems[fold] is None:
                 problems[fold] = SoftmaxRegression(x[train], y[train], ops)
-            w, b, info = self._solve(problems[fold], *point, start)
+            w, b, info = self._solve(problems[fold], *point, start, centre)
             return (w, b), info, _nll_sum(x[held], y[held], w, b)
 
-        mus = self.mus if self._penalty == "odir" else (0.0,)
         if not int(self.max_extensions) >= 0:
             raise ValueError(
                 f"calibrator_options.{self.method}.max_extensions = {self.max_extensions}: give 0 (the grid only) or more"
             )
         return RegularisationSearch(
-            check_grid(self.lambdas, f"calibrator_options.{self.method}.lambdas"),
-            check_grid(mus, f"calibrator_options.{self.method}.mus"),
+            *self._axis_values(),
             folds=len(splits),
             n=len(y),
             solve=solve,
@@ -297,7 +300,7 @@ class _MatrixCalibrator(Calibrator):
                 f"calibrator_options.{self.method}.folds = {self.folds}: need 2 <= folds <= {n} "
                 "(the calibration samples) to cross-validate the grid"
             )
-        self._centre(k)  # checks the option before any work
+        centre = self._centre(k)  # checks the option before any work
         device = select_device(self._device_spec(k))
         ops = array_ops(device)
         self._check_budget(n, k, self.expected_fits(), device)
@@ -308,13 +311,13 @@ class _MatrixCalibrator(Calibrator):
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
                     splits = list(StratifiedKFold(folds, shuffle=True, random_state=int(self.seed)).split(z, y))
-                search = self._search(x, y, splits, ops).run()
+                search = self._search(x, y, splits, ops, centre).run()
                 lam, mu = search.best
                 # the refit starts from the mean of the folds' solutions at the chosen point
                 start = tuple(sum(f[search.best][part] for f in search.solutions) / folds for part in (0, 1))
             else:
                 lam, mu = grid[0]
-            w, b, info = self._solve(SoftmaxRegression(x, y, ops), lam, mu, start)
+            w, b, info = self._solve(SoftmaxRegression(x, y, ops), lam, mu, start, centre)
         cv = None
         if search is not None:
             cv = {
