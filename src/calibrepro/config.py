@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import difflib
 import re
 from pathlib import Path
 from typing import Sequence
@@ -13,6 +12,7 @@ import yaml
 
 from calibrepro.calibrators import CALIBRATORS
 from calibrepro.metrics import METRICS
+from calibrepro.suggestions import closest_name
 from calibrepro.training import ARCHITECTURES
 from calibrepro.zoo import PRETRAINED_SOURCES, SOURCES
 
@@ -186,8 +186,8 @@ def _check_dataset_keys(config: dict, schema: dict) -> None:
     for key, entry in entries.items():
         if key in built_in or (isinstance(entry, dict) and entry.get("source") == "imagefolder"):
             continue
-        close = difflib.get_close_matches(str(key), built_in, n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]!r}? " if close else ""
+        close = closest_name(key, built_in)
+        hint = f"did you mean {close!r}? " if close else ""
         raise ConfigError(
             f"datasets.{key}: not a built-in data set ({', '.join(built_in)}) and not declared as a folder of images; "
             f"{hint}a data set of your own needs source: imagefolder and root: <folder>, e.g. "

@@ -29,9 +29,10 @@ a new module plus one line in :data:`_REGISTERED`.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 from collections.abc import Iterator, Mapping
+
+from calibrepro.suggestions import closest_name
 
 #: the registered calibrators, in the thesis's column order: method name -> ``module:Class`` in this
 #: package.  The one place a method name is declared: each class receives its ``method`` from here
@@ -112,10 +113,10 @@ def _class_of(method):
     try:
         return CALIBRATORS[method]
     except (KeyError, TypeError):
-        close = difflib.get_close_matches(str(method), CALIBRATORS, n=1, cutoff=0.6)
+        close = closest_name(method, CALIBRATORS)
         raise UnknownCalibratorError(
             f"unknown calibration method {method!r}"
-            + (f" (did you mean {close[0]!r}?)" if close else "") + f"; known: {', '.join(CALIBRATORS)}"
+            + (f" (did you mean {close!r}?)" if close else "") + f"; known: {', '.join(CALIBRATORS)}"
         ) from None
 
 

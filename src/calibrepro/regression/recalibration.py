@@ -25,7 +25,6 @@ calibrated standard deviations, which isotonic recalibration cannot give (the se
 
 from __future__ import annotations
 
-import difflib
 from typing import ClassVar
 
 import numpy as np
@@ -36,6 +35,7 @@ from sklearn.utils.validation import check_is_fitted
 from calibrepro.calibrators.base import FittedState
 from calibrepro.regression.distributions import Predictive
 from calibrepro.regression.distributions.recalibrated import LEVEL_EPS, RecalibratedDistribution
+from calibrepro.suggestions import closest_name
 
 __all__ = [
     "LEVEL_EPS",
@@ -360,8 +360,8 @@ def make_recalibrator(method: str, **options) -> Recalibrator:
     try:
         cls = RECALIBRATORS[method]
     except KeyError:
-        close = difflib.get_close_matches(str(method), RECALIBRATORS, n=1, cutoff=0.6)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        close = closest_name(method, RECALIBRATORS)
+        hint = f" (did you mean {close!r}?)" if close else ""
         raise ValueError(f"unknown recalibration method {method!r}{hint}; known: {', '.join(RECALIBRATORS)}") from None
     accepted = cls._get_param_names()
     return cls(**{key: value for key, value in options.items() if key in accepted})

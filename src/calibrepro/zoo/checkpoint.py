@@ -15,8 +15,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from calibrepro.download import Download, sha256_of
+from calibrepro.suggestions import closest
 from calibrepro.zoo import LogitsRequest, ModelSourceError
-from calibrepro.zoo.network import Network, NetworkSource, built_with, closest, describe_weights, weights_file
+from calibrepro.zoo.network import Network, NetworkSource, built_with, describe_weights, weights_file
 from calibrepro.zoo.timm_hub import data_config, transform_of, url_download
 
 IMAGENET_MEAN, IMAGENET_STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]

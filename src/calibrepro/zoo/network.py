@@ -223,8 +223,3 @@ def describe_weights(download: Download, path: Path) -> dict:
     return {"url": download.url, "pin": download.checksum, "sha256": sha256_of(path)}
 
 
-def closest(name: str, known: list[str], n: int = 5) -> str:
-    """The known names closest to ``name``, for "did you mean" messages."""
-    import difflib
-
-    return ", ".join(difflib.get_close_matches(name, known, n=n, cutoff=0.5)) or "none close"

@@ -17,8 +17,9 @@ import os
 import re
 
 from calibrepro.download import Download
+from calibrepro.suggestions import closest
 from calibrepro.zoo import LogitsRequest, ModelSourceError
-from calibrepro.zoo.network import Network, built_with, closest, describe_weights, weights_file
+from calibrepro.zoo.network import Network, built_with, describe_weights, weights_file
 
 HUB = "https://huggingface.co"
 _PREFIX = re.compile(r"-([0-9a-f]{8,64})\.[A-Za-z]+$")

@@ -12,8 +12,9 @@ or by the full ``sha256`` the model entry gives. The network is built without we
 from __future__ import annotations
 
 from calibrepro.download import Download
+from calibrepro.suggestions import closest
 from calibrepro.zoo import LogitsRequest, ModelSourceError
-from calibrepro.zoo.network import Network, NetworkSource, built_with, closest, describe_weights, weights_file
+from calibrepro.zoo.network import Network, NetworkSource, built_with, describe_weights, weights_file
 from calibrepro.zoo.timm_hub import url_download
 
 
