@@ -67,8 +67,13 @@ class Claim(NamedTuple):
 
 
 def _mean(metrics, dataset, model, method, metric) -> float | None:
-    values = metrics.get((dataset, model, method, metric))
-    return math.fsum(values.values()) / len(values) if values else None
+    values = _splits(metrics, dataset, model, method, metric)
+    return _mean_of(values) if values else None
+
+
+def _mean_of(splits: dict[int, float]) -> float:
+    """The mean over the splits, as the report's ``mean_sd`` takes it (``math.fsum``: order-stable)."""
+    return math.fsum(splits.values()) / len(splits)
 
 
 def _splits(metrics, dataset, model, method, metric) -> dict[int, float]:
@@ -88,19 +93,20 @@ def _lower(metrics, dataset, model, before, after, metric, what) -> Claim:
     b, a = (_splits(metrics, dataset, model, m, metric) for m in (before, after))
     if not b or not a:
         return Claim(dataset, what, "—", f"not checked: no {metric} of {model} ({before}, {after})")
-    mb, ma = math.fsum(b.values()) / len(b), math.fsum(a.values()) / len(a)
+    mb, ma = _mean_of(b), _mean_of(a)
     fewer = sum(a[s] < b[s] for s in a if s in b)
     change = f" ({100 * (ma - mb) / mb:+.0f} %)" if mb > 0 else ""
     ours = f"{_fmt(mb)} → {_fmt(ma)}{change}, lower in {fewer} of {len(a)} splits"
     return Claim(dataset, what, ours, _holds(ma < mb, f"higher by {_fmt(ma - mb)}"))
 
 
+def mean_over_splits(curves: list[dict], method: str, key: str) -> np.ndarray:
+    """The element-wise mean over the splits' curves files of one method's curve ``key`` (e.g. "two_sided")."""
+    return np.mean([np.asarray(c["methods"][method][key], dtype=np.float64) for c in curves], axis=0)
+
+
 def _curves(curves: Sequence[dict], dataset, model) -> list[dict]:
     return [c for c in curves if c.get("dataset") == dataset and c.get("model") == model]
-
-
-def _average(curves: list[dict], method: str, key: str) -> np.ndarray:
-    return np.mean([np.asarray(c["methods"][method][key], dtype=np.float64) for c in curves], axis=0)
 
 
 def uci_claims(metrics, curves, dataset: str) -> list[Claim]:
@@ -150,7 +156,7 @@ def _repair_claim(curves: list[dict], dataset: str) -> Claim:
     reach = float(np.mean([2 * c["methods"]["isotonic_two_sided"]["recalibrator"]["params"]["knots_y"][-2] - 1
                            for c in curves]))
     levels = np.asarray(curves[0]["levels"])
-    after = _average(curves, "isotonic_two_sided", "two_sided")
+    after = mean_over_splits(curves, "isotonic_two_sided", "two_sided")
     gap = np.abs(after - levels)
     below, above = levels <= reach, (levels > reach) & (levels < 1)
     at_99 = float(np.interp(0.99, levels, after))
@@ -179,7 +185,7 @@ def energy_claims(metrics, curves, dataset: str) -> list[Claim]:
                                                    " times the best other")))
     evidential = _curves(curves, dataset, "evidential")
     levels = np.asarray(evidential[0]["levels"])
-    excess = float(np.mean(_average(evidential, "uncalibrated", "two_sided") - levels))
+    excess = float(np.mean(mean_over_splits(evidential, "uncalibrated", "two_sided") - levels))
     coverage = _mean(metrics, dataset, "evidential", "uncalibrated", "coverage_90")
     claims.append(Claim(dataset, "the evidential network is underconfident (two-sided accuracy above confidence)",
                         f"mean accuracy - confidence {excess:+.3f}; coverage of the 90 % interval {_fmt(coverage)}",
@@ -191,8 +197,10 @@ def energy_claims(metrics, curves, dataset: str) -> list[Claim]:
     claims.append(Claim(dataset, f"after isotonic recalibration all three are well calibrated (MSCE < {GOOD_MSCE})",
                         ours, _holds(all(v is not None and v < GOOD_MSCE for v in after.values()), short)))
     shown = [*models, *sorted({c["model"] for c in curves if c.get("dataset") == dataset} - set(models))]
-    per_hour = {m: (_average(_curves(curves, dataset, m), "uncalibrated", "rmse"),
-                    _average(_curves(curves, dataset, m), "uncalibrated", "std")) for m in shown}
+    per_hour = {}
+    for m in shown:
+        mine = _curves(curves, dataset, m)
+        per_hour[m] = mean_over_splits(mine, "uncalibrated", "rmse"), mean_over_splits(mine, "uncalibrated", "std")
     hours = np.arange(1, len(per_hour["ensemble"][0]) + 1)
     ours = "; ".join(
         f"{m}: RMSE {_fmt(r[0])} → {_fmt(r[-1])} (ρ {stats.spearmanr(hours, r).statistic:.2f}), "

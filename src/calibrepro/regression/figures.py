@@ -18,6 +18,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from calibrepro.io import atomic_path, read_json
+from calibrepro.regression.claims import mean_over_splits
 from calibrepro.report.figures import PDF_METADATA, PNG_METADATA
 
 COLORS = {"uncalibrated": "#d62728", "isotonic": "#1f77b4", "isotonic_two_sided": "#2ca02c", "std_scaling": "#9467bd"}
@@ -31,10 +32,6 @@ _TEXT = {
 }
 
 
-def _mean_over_splits(curves: list[dict], method: str, key: str) -> np.ndarray:
-    return np.mean([np.asarray(c["methods"][method][key], dtype=np.float64) for c in curves], axis=0)
-
-
 def build_reliability_figure(curves: list[dict], title: str, language: str = "en") -> Figure:
     text = _TEXT[language]
     figure = Figure(figsize=(7.0, 3.3))
@@ -44,7 +41,7 @@ def build_reliability_figure(curves: list[dict], title: str, language: str = "en
         axes = figure.add_subplot(1, 2, i + 1)
         axes.plot([0, 1], [0, 1], color="0.6", linestyle="--", linewidth=1, label=text["ideal"])
         for method in curves[0]["order"]:
-            axes.plot(levels, _mean_over_splits(curves, method, side), color=COLORS.get(method), linewidth=1.5,
+            axes.plot(levels, mean_over_splits(curves, method, side), color=COLORS.get(method), linewidth=1.5,
                       label=method)
         axes.set(xlim=(0, 1), ylim=(0, 1), title=text[side], xlabel=text["expected"], aspect="equal")
         if i == 0:
@@ -61,10 +58,10 @@ def build_horizon_figure(curves: list[dict], title: str, language: str = "en") -
     FigureCanvasAgg(figure)
     axes = figure.add_subplot(1, 1, 1)
     hours = curves[0]["outputs"]
-    axes.plot(hours, _mean_over_splits(curves, "uncalibrated", "rmse"), color="#1f77b4", marker="o", label=text["rmse"])
-    axes.plot(hours, _mean_over_splits(curves, "uncalibrated", "std"), color="#d62728", marker="o", label=text["std"])
+    axes.plot(hours, mean_over_splits(curves, "uncalibrated", "rmse"), color="#1f77b4", marker="o", label=text["rmse"])
+    axes.plot(hours, mean_over_splits(curves, "uncalibrated", "std"), color="#d62728", marker="o", label=text["std"])
     if "std_scaling" in curves[0]["methods"]:
-        axes.plot(hours, _mean_over_splits(curves, "std_scaling", "std"), color="#d62728", linestyle="--", marker=".",
+        axes.plot(hours, mean_over_splits(curves, "std_scaling", "std"), color="#d62728", linestyle="--", marker=".",
                   label=f"{text['std']}, {text['after']}")
     axes.set(xlabel=text["hour"], xticks=hours, title=title)
     axes.set_ylim(bottom=0)
