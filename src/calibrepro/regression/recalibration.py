@@ -34,7 +34,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from calibrepro.calibrators.base import FittedState
 from calibrepro.regression.distributions import Predictive
-from calibrepro.regression.distributions.recalibrated import LEVEL_EPS, RecalibratedDistribution
+from calibrepro.regression.distributions.recalibrated import RecalibratedDistribution
 from calibrepro.suggestions import closest_name
 
 __all__ = [
@@ -117,6 +117,12 @@ class Uncalibrated(Recalibrator):
 
     def _set_state(self, params):
         pass
+
+
+#: the inner knots of a recalibration map lie in ``[LEVEL_EPS, 1 - LEVEL_EPS]``: a calibration value
+#: nearer 0 or 1 (a target far in a tail, at the limit of double precision there) counts at the
+#: nearest of these (:func:`_ecdf_knots`)
+LEVEL_EPS = 1e-12
 
 
 def _ecdf_knots(values: np.ndarray, max_knots: int, eps: float = LEVEL_EPS) -> tuple[np.ndarray, np.ndarray]:

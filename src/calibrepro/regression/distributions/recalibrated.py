@@ -1,8 +1,8 @@
 """A base predictive composed with a recalibration map: ``G_t(y) = T(F_t(y))`` (Kuleshov et al. 2018).
 
 T is continuous, strictly increasing and piecewise linear from (0, 0) to (1, 1); its inner knots lie
-in ``[LEVEL_EPS, 1 - LEVEL_EPS]`` (:mod:`calibrepro.regression.recalibration` fits them).  Then G is a
-proper CDF for every base: continuous with a density ``T'(F) f`` where the base has one, a step
+in ``[LEVEL_EPS, 1 - LEVEL_EPS]`` (:data:`calibrepro.regression.recalibration.LEVEL_EPS`, where they
+are fitted).  Then G is a proper CDF for every base: continuous with a density ``T'(F) f`` where the base has one, a step
 where the base is a point mass (T fixes 0 and 1, so a point mass stays that point mass), and its
 moment of order k exists exactly where the base's does (T's end pieces have finite positive slopes,
 so G's tails are the base's times a constant).
@@ -14,10 +14,6 @@ import numpy as np
 
 from calibrepro.regression.distributions.base import Predictive
 
-#: the inner knots of a recalibration map lie in ``[LEVEL_EPS, 1 - LEVEL_EPS]``: a calibration value
-#: nearer 0 or 1 (a target far in a tail, at the limit of double precision there) counts at the
-#: nearest of these (:func:`calibrepro.regression.recalibration._ecdf_knots`)
-LEVEL_EPS = 1e-12
 #: end pieces of the recalibration map narrower than this in level take the tail's conditional
 #: moments in the recalibrated moments (:meth:`RecalibratedDistribution._moments`)
 NARROW_PIECE = 1e-5
