@@ -129,10 +129,17 @@ def write_json(path: str | os.PathLike, data) -> None:
 
     Refuses NaN and infinities (JSON has none) with :class:`NonFiniteValueError` naming the file and the key.
     """
-    bad = _non_finite_key(data)
-    if bad is not None:
-        raise NonFiniteValueError(f"{path}: refusing to write a NaN or infinite value at {bad}; nothing was written")
-    write_text(path, json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
+    try:
+        text = json.dumps(data, indent=2, sort_keys=True, allow_nan=False)
+    except (ValueError, TypeError):
+        # only a refused document is searched for its key (the search costs as much as the dump itself)
+        bad = _non_finite_key(data)
+        if bad is None:
+            raise
+        raise NonFiniteValueError(
+            f"{path}: refusing to write a NaN or infinite value at {bad}; nothing was written"
+        ) from None
+    write_text(path, text + "\n")
 
 
 def tidy_csv(columns, rows, where: str | os.PathLike = "a CSV file") -> str:
