@@ -20,7 +20,7 @@ from calibrepro.report.comparison import Comparison, compare
 from calibrepro.report.labels import INTERVAL_NAMES, check_language, format_number, method_name, short_name
 from calibrepro.report.metrics_file import Metrics, read_metrics
 from calibrepro.report.published import load_published, main_table_cells
-from calibrepro.report.tables import md_escape
+from calibrepro.report.tables import md_escape, md_table
 from calibrepro.report.uncertainty_files import Intervals, read_intervals
 
 _TEXT = {
@@ -165,15 +165,8 @@ def interval_methods_text(intervals: Intervals, language: str) -> str:
     return "; ".join(f"{names.get(m, m)}: {', '.join(metrics)}" for m, metrics in sorted(by_method.items()))
 
 
-def _md_table(header: list[str], rows: list[list[str]], numeric: list[bool]) -> str:
-    widths = [max([len(header[i])] + [len(r[i]) for r in rows] + [3]) for i in range(len(header))]
-
-    def line(cells):
-        padded = [c.rjust(w) if num else c.ljust(w) for c, w, num in zip(cells, widths, numeric)]
-        return "| " + " | ".join(padded) + " |"
-
-    rule = "|" + "|".join(("-" * (w + 1) + ":") if num else (":" + "-" * (w + 1)) for w, num in zip(widths, numeric)) + "|"
-    return "\n".join([line(header), rule] + [line(r) for r in rows])
+def _grid(header: list[str], rows: list[list[str]], numeric: list[bool]) -> str:
+    return md_table(None, header, rows, numeric=numeric)
 
 
 def _ratio(part: int, whole: int) -> str:
@@ -267,12 +260,12 @@ def render_reproduction(
     if comparisons:
         misses = [c for c in comparisons if c.missed]
         out += [f"## {t['misses']} ({len(misses)})", ""]
-        out += [_md_table(*_cell_rows(ctx, misses)) if misses else t["no_misses"], ""]
+        out += [_grid(*_cell_rows(ctx, misses)) if misses else t["no_misses"], ""]
         out += _summaries(ctx, comparisons, published)
     out += _not_compared(ctx, metrics, comparisons, unmatched, extra, published, sweep_cells)
     if comparisons:
         out += [f"## {t['all_cells']}", ""]
-        out += [_md_table(*_cell_rows(ctx, comparisons))]
+        out += [_grid(*_cell_rows(ctx, comparisons))]
     return "\n".join(out).rstrip("\n") + "\n"
 
 
@@ -374,12 +367,12 @@ def _summaries(ctx: _Context, comparisons: list[Comparison], published: pd.DataF
     numeric.append(True)
     for row, ((_, metric), cells) in zip(rows, by_table.items()):
         row.append(_bold_agreement(cells, published[published["metric"] == metric]))
-    out = [f"## {t['per_table']}", "", _md_table(header, rows, numeric), ""]
-    out += [t["matrix"], "", _md_table(*_identical_per_method(ctx, comparisons, by_table)), ""]
-    out += [f"## {t['per_method']}", "", _md_table(*_summary(
+    out = [f"## {t['per_table']}", "", _grid(header, rows, numeric), ""]
+    out += [t["matrix"], "", _grid(*_identical_per_method(ctx, comparisons, by_table)), ""]
+    out += [f"## {t['per_method']}", "", _grid(*_summary(
         ctx, _groups(comparisons, lambda c: c.method), [t["method"]], lambda k: [method_name(k, ctx.language)]
     )), ""]
-    out += [f"## {t['per_model']}", "", _md_table(*_summary(
+    out += [f"## {t['per_model']}", "", _grid(*_summary(
         ctx, _groups(comparisons, lambda c: (c.dataset, c.model)), [t["data"], t["model"]],
         lambda k: [md_escape(k[0]), md_escape(k[1])],
     )), ""]

@@ -338,18 +338,20 @@ def _markdown(metric: str, language: str, caption: str, names: list[str], body: 
     return md_table(md_caption(caption), header, body, numeric=[False, False] + [True] * len(names))
 
 
-def md_table(caption: str, header: list[str], body: list[list[str]], *, numeric: list[bool]) -> str:
+def md_table(caption: str | None, header: list[str], body: list[list[str]], *, numeric: list[bool]) -> str:
     """A GitHub Markdown table under ``caption``, its columns padded to one width: the ``numeric`` ones
-    right-aligned, the others left-aligned (cells already escaped)."""
+    right-aligned, the others left-aligned (cells already escaped). ``caption`` None: the table alone,
+    without its last line break (a table inside a longer document)."""
     widths = [max(3, *(len(line[i]) for line in [header] + body)) for i in range(len(header))]
 
     def pad(line):
         return [c.rjust(w) if num else c.ljust(w) for c, w, num in zip(line, widths, numeric)]
 
     rule = [(("-" * (w + 1)) + ":") if num else (":" + "-" * (w + 1)) for w, num in zip(widths, numeric)]
-    return environment("md").get_template("table.md.j2").render(
+    text = environment("md").get_template("table.md.j2").render(
         caption=caption, header=pad(header), rule=rule, rows=[pad(r) for r in body]
     )
+    return text if caption is not None else text.rstrip("\n")
 
 
 def _latex(metric: str, language: str, caption: str, names: list[str], body: list[list[str]], *,
