@@ -38,7 +38,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from calibrepro import bootstrap
-from calibrepro.io import atomic_path, load_logits, tidy_csv, write_json, write_text
+from calibrepro.io import atomic_path, load_logits, write_csv, write_json
 from calibrepro.tasks import (
     TASKS, CalibratorFileError, Half, Task, fit_calibrator, fitted_json, read_calibrator, task_of,
 )
@@ -364,7 +364,7 @@ def write_evaluation(path, values: Mapping[str, bootstrap.MetricInterval]) -> No
             return name, v.estimate, v.centre, "", "", v.interval, "", v.resamples
         return name, v.estimate, v.centre, v.low, v.high, v.interval, v.level, v.resamples
 
-    write_text(path, tidy_csv(EVALUATION_COLUMNS, [row(name, v) for name, v in values.items()], where=path))
+    write_csv(path, EVALUATION_COLUMNS, [row(name, v) for name, v in values.items()])
 
 
 def read_config(path) -> dict:

@@ -16,12 +16,12 @@ import os
 import re
 from collections.abc import Callable
 
-from calibrepro.io import write_text
+from calibrepro.io import write_csv, write_text
 from calibrepro.report.labels import (
     PARAMETER_CAPTIONS, PARAMETER_NAMES, PARAMETERS_TITLE, ROW_HEADERS, SEED_HEADERS, YES_NO, check_language,
     format_parameter, method_name,
 )
-from calibrepro.report.parameters_file import FLAGS, COLUMNS, Parameters, format_parameters, read_parameters
+from calibrepro.report.parameters_file import FLAGS, COLUMNS, Parameters, read_parameters
 from calibrepro.report.tables import environment, md_escape, md_table, tex_caption, tex_escape
 
 
@@ -100,7 +100,7 @@ def write_fitted_parameters(fits, csv_path, md_path, tex_path, *, task: str, lan
     if task not in COLUMNS:
         raise ValueError(f"task must be one of {', '.join(COLUMNS)}, got {task!r}")
     rows = [row for fit in fits for row in fit]
-    write_text(csv_path, format_parameters(rows, task, where=csv_path))
+    write_csv(csv_path, COLUMNS[task], rows)
     write_parameter_tables(csv_path, md_path, tex_path, language=language, titles=titles)
     return len(rows)
 

@@ -29,7 +29,7 @@ import math
 import os
 from dataclasses import dataclass, field
 
-from calibrepro.io import read_tidy_csv, tidy_csv
+from calibrepro.io import read_tidy_csv
 
 #: the columns of each task's file
 COLUMNS = {
@@ -57,11 +57,6 @@ def fit_rows(dataset: str, model: str, method: str, seed: int, calibrator) -> li
             continue
         numbers[name] = int(bool(value)) if name in FLAGS else int(value) if name == "iterations" else float(value)
     return [(dataset, model, method, int(seed), name, value) for name, value in numbers.items()]
-
-
-def format_parameters(rows, task: str, where: str | os.PathLike = "a parameters file") -> str:
-    """CSV text of rows of :func:`fit_rows` under ``task``'s header (NaN refused, naming ``where``)."""
-    return tidy_csv(COLUMNS[task], rows, where=where)
 
 
 @dataclass

@@ -16,8 +16,9 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from calibrepro.io import load_labels, write_json, write_text
-from calibrepro.report.convergence_file import concatenate_convergence, format_convergence, record_row
+from calibrepro.io import load_labels, write_csv, write_json
+from calibrepro.report.convergence_file import COLUMNS as CONVERGENCE_COLUMNS
+from calibrepro.report.convergence_file import concatenate_convergence, record_row
 from calibrepro.report.metrics_file import concatenate_metrics
 from calibrepro.steps.run import step_log
 from calibrepro.tasks import Task, fit_calibrator, fitted_json, read_calibrator, task_of
@@ -154,7 +155,7 @@ def evaluate_step(
                                bins=bins)
         written = [metrics_output, reliability_output]
         if convergence_output is not None:
-            write_text(convergence_output, format_convergence(records))
+            write_csv(convergence_output, CONVERGENCE_COLUMNS, records)
             written.append(convergence_output)
         if replicates_output is not None:  # no resamples: a file without replicates
             task.write_replicates(replicates_output, cell, replicates)
