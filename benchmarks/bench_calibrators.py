@@ -69,6 +69,7 @@ from calibrepro.metrics.binned import ece, mce
 from calibrepro.metrics.scores import accuracy, nll
 from calibrepro.reliability import reliability_bins
 from other_libraries import Capped, run_netcal, run_netcal_metrics, run_tu, run_tu_metrics, timed
+from synthetic_logits import realistic
 
 SHAPES = [(10, 5000), (100, 5000), (1000, 25000)]  # (classes, samples per half)
 #: methods beyond the thesis: benchmarked in their own section (full-matrix fits with CV)
@@ -187,9 +188,6 @@ def dirichletcal_fit(python, method, zc, yc, lam, mu):
 def beyond_halves(k: int, n: int, logits: str):
     """The halves the beyond section fits: ``synthetic_logits.realistic`` (``logits="realistic"``) or :func:`synthetic`."""
     if logits == "realistic":
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        from synthetic_logits import realistic
-
         return realistic(k, n)
     return synthetic(k, n)
 

@@ -48,11 +48,11 @@ REFERENCES = ["uncalibrated", "temperature_scaling", "vector_scaling"]
 
 def real_halves(path: str):
     """The calibration and test halves of a real logits archive, split as the thesis splits them."""
-    from sklearn.model_selection import train_test_split
+    from calibrepro.splits import make_split
 
     with np.load(path, allow_pickle=False) as archive:
         logits, labels = archive["logits"], archive["labels"]
-    calibration, test = train_test_split(np.arange(len(labels)), test_size=0.5, random_state=0, stratify=labels)
+    calibration, test = make_split(labels, 0.5, 0, where=path)
     return (logits[calibration], labels[calibration]), (logits[test], labels[test])
 
 

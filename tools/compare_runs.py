@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
-import hashlib
 import sys
 from pathlib import Path
+
+from calibrepro.download import sha256_of
 
 
 def digests(root: Path, ignore: list[str]) -> dict[str, str]:
@@ -25,7 +26,7 @@ def digests(root: Path, ignore: list[str]) -> dict[str, str]:
     for path in sorted(root.rglob("*")):
         relative = path.relative_to(root).as_posix()
         if path.is_file() and not any(fnmatch.fnmatch(relative, pattern) for pattern in ignore):
-            found[relative] = hashlib.sha256(path.read_bytes()).hexdigest()
+            found[relative] = sha256_of(path)
     return found
 
 
