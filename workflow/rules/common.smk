@@ -464,11 +464,12 @@ def check_sources():
 
 # What the compute steps import, by the name of their rule: their step module, and torch's optimisers import
 # torch._dynamo on first use; the worker processes' fork server imports it once, before the first step can start.
+_CALIBRATOR_MODULES = tuple(sorted({module_of(method) for method in METHODS}))
 _CALIBRATION = (
     "torch._dynamo",
     "calibrepro.reliability",
     "calibrepro.steps.calibration",
-    *sorted({module_of(method) for method in METHODS}),
+    *_CALIBRATOR_MODULES,
 )
 _DRAWING = ("calibrepro.report.figures", "calibrepro.report.cd_diagram", "calibrepro.steps.reports")
 WORKER_IMPORTS = {
@@ -484,7 +485,7 @@ WORKER_IMPORTS = {
     "parameters": (
         "calibrepro.report.parameter_tables",
         "calibrepro.steps.reports",
-        *sorted({module_of(method) for method in METHODS}),
+        *_CALIBRATOR_MODULES,
     ),
     "regression_data": ("calibrepro.regression.data", "calibrepro.regression.steps"),
     "regression_predict": (
