@@ -25,6 +25,14 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 #: read-only real data (absent on users' machines and maybe in CI): tests using it must skip without it;
 #: ../shared/realdata beside the checkout unless CALIBREPRO_REALDATA_DIR names another folder
 REALDATA = Path(os.environ.get("CALIBREPRO_REALDATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "realdata")
+#: the real UCI files (wine, crime, the appliances energy series)
+UCI = REALDATA / "uci"
+
+
+def realdata_checksums() -> dict[str, str]:
+    """File path (relative to REALDATA) -> sha256, from its SHA256SUMS."""
+    lines = (REALDATA / "SHA256SUMS").read_text().splitlines()
+    return dict(line.split()[::-1] for line in lines if line.strip())
 #: environment variable naming a folder with the original model code, laid out like the repositories:
 #: <dir>/chenyaofo/pytorch-cifar-models/hubconf.py, <dir>/huyvnphan/PyTorch_CIFAR10/cifar10_models/*.py
 ORIGINAL_CODE_ENV = "CALIBREPRO_ORIGINAL_CODE_DIR"

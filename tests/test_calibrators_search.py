@@ -13,11 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sklearn.model_selection import train_test_split
 
 from calibrepro.calibrators import make_calibrator
 from calibrepro.calibrators.regularisation_search import RegularisationSearch
 from calibrepro.metrics import nll
+from calibrepro.splits import make_split
 from servers import REALDATA
 
 FULL_MATRIX = ["dirichlet_l2", "dirichlet_odir", "matrix_scaling_odir"]
@@ -144,7 +144,7 @@ def test_full_matrix_methods_keep_the_paper_s_claim_on_real_cifar10(model):
         pytest.skip(f"needs ../shared/realdata (set CALIBREPRO_REALDATA_DIR): {path}")
     with np.load(path, allow_pickle=False) as archive:
         z, y = archive["logits"], archive["labels"]
-    calibration, test = train_test_split(np.arange(len(y)), test_size=0.5, random_state=0, stratify=y)
+    calibration, test = make_split(y, 0.5, 0)  # the thesis split
     claim_holds((z[calibration], y[calibration]), (z[test], y[test]))
 
 

@@ -10,9 +10,8 @@ import pytest
 from calibrepro.download import fetch
 from calibrepro.regression import data as D
 from calibrepro.regression.distributions import predictive_from_arrays
-from servers import REALDATA
+from servers import UCI, realdata_checksums
 
-UCI = REALDATA / "uci"
 needs_uci = pytest.mark.skipif(not UCI.is_dir(), reason="needs ../shared/realdata/uci (set CALIBREPRO_REALDATA_DIR)")
 
 
@@ -159,7 +158,7 @@ def test_a_copy_of_the_energy_file_the_user_pins_is_verified(tmp_path):
 @needs_uci
 def test_the_shared_energy_series_is_the_uci_appliances_data():
     """realdata's appliances.csv (the date and Appliances columns of UCI's file, its own sha256 in SHA256SUMS)."""
-    sums = dict(line.split()[::-1] for line in (REALDATA / "SHA256SUMS").read_text().splitlines() if line.strip())
+    sums = realdata_checksums()
     spec = {"source": "energy", "sha256": sums["uci/energy/appliances.csv"]}
     pin = D.downloads(spec)[0]
     series = D.load_dataset("energy", spec, {pin.path: UCI / "energy" / "appliances.csv"})

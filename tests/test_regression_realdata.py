@@ -14,10 +14,9 @@ import pytest
 import yaml
 
 from calibrepro.regression.data import ENERGY_URL, WINE_URL
-from servers import REALDATA
+from servers import UCI, realdata_checksums
 from workflow_helpers import ROOT, run_snakemake, write_config
 
-UCI = REALDATA / "uci"
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not UCI.is_dir(), reason="needs ../shared/realdata/uci")]
 
 MIRRORS = {
@@ -70,7 +69,7 @@ def test_the_blog_s_wine_and_crime_tables_with_the_seed_s_model_and_its_findings
 
 
 def test_the_blog_s_energy_part_on_the_shared_appliances_series(tmp_path):
-    sums = dict(line.split()[::-1] for line in (REALDATA / "SHA256SUMS").read_text().splitlines() if line.strip())
+    sums = realdata_checksums()
     models = {name: options for name, options in yaml.safe_load((ROOT / "config" / "blog.yaml").read_text())[
         "regression"]["energy"]["models"].items() if name != "mc_dropout_fitted"}  # the seed's three
     config = write_config(tmp_path / "blog.yaml", blog_regression(

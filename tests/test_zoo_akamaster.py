@@ -21,7 +21,7 @@ from calibrepro.download import fetch
 from calibrepro.io import load_logits
 from calibrepro.zoo import LogitsRequest, get_source
 from calibrepro.zoo import akamaster
-from servers import REALDATA, cifar_tarball_bytes, random_cifar
+from servers import REALDATA, cifar_tarball_bytes, random_cifar, realdata_checksums
 
 SETTINGS = {"datasets": {}, "downloads": {"dir": "unused", "mirrors": {}},
             "inference": {"device": "cpu", "batch_size": 256, "workers": 0, "amp": False}}
@@ -60,7 +60,7 @@ def test_pins():
         assert checksum.split(":")[1].startswith(filename.rsplit("-", 1)[1][:8])
         assert pin.preprocessing["mean"] == [0.485, 0.456, 0.406] and pin.preprocessing["std"] == [0.229, 0.224, 0.225]
     if (REALDATA / "SHA256SUMS").is_file():
-        sums = dict(line.split()[::-1] for line in (REALDATA / "SHA256SUMS").read_text().splitlines() if line.strip())
+        sums = realdata_checksums()
         for name in ("resnet20", "resnet32", "resnet44", "resnet56"):
             pin = akamaster.PINS[("cifar10", name)]
             assert pin.weights.checksum == "sha256:" + sums[f"akamaster/{pin.weights.path.rsplit('/', 1)[1]}"]
