@@ -39,6 +39,12 @@ def inference_settings(config: dict) -> dict:
     return {**DEFAULTS, **(config.get("inference") or {})}
 
 
+def job_threads(settings: dict) -> int:
+    """Threads a logits job asks for: on a GPU its DataLoader workers and the main process (at least 2), on
+    the CPU ``inference.threads`` (``settings``: :func:`inference_settings`)."""
+    return max(2, settings["workers"] + 1) if settings["device"] != "cpu" else settings["threads"]
+
+
 def select_device(spec: str = "auto") -> torch.device:
     """``auto`` -> ``cuda`` when available, else ``cpu``; ``cpu``, ``cuda`` and ``cuda:N`` as given.
 

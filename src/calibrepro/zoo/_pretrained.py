@@ -25,7 +25,7 @@ import numpy as np
 
 from calibrepro import datasets, evaluation_sets
 from calibrepro.download import Download, parse_checksum, sha256_of
-from calibrepro.inference import environment, inference_settings, predict, predict_array, select_device
+from calibrepro.inference import environment, inference_settings, job_threads, predict, predict_array
 from calibrepro.io import save_logits
 from calibrepro.zoo import LogitsRequest, ModelSourceError, Source, local_file
 
@@ -182,7 +182,7 @@ class PretrainedSource(Source):
         pin = self.pin(evaluation_sets.home(dataset, config), model, spec)
         table = self.job_resources(pin).get("gpu" if on_gpu else "cpu", {})
         return {
-            "threads": max(2, settings["workers"] + 1) if on_gpu else settings["threads"],
+            "threads": job_threads(settings),
             "gpu": 1 if on_gpu and self.needs_gpu else 0,
             "mem_mb": int(table.get("mem_mb", 8000)),
             "runtime": int(table.get("runtime", 60)),
@@ -234,18 +234,12 @@ class PretrainedSource(Source):
             data = evaluation_sets.load(request.dataset, request.config, request.files)
             write_logits(request, data, self.pinned_network(pin, request.files), self.name, output)
             return
-        settings = inference_settings(request.config)
-        if request.spec.get("batch_size"):
-            settings["batch_size"] = int(request.spec["batch_size"])
-        device = select_device(settings["device"])
         weights = local_file(request.files, pin.weights)
         model = self.build(pin, request.files, pretrained=True)
-        from calibrepro.zoo.network import mc_dropout_variant
+        from calibrepro.zoo.network import logits_run
 
-        variant = mc_dropout_variant(request, model, settings["batch_size"], f"{self.name}'s {pin.name}")
-        run = {"device": device, "batch_size": settings["batch_size"], "amp": settings["amp"],
-               "desc": f"{request.dataset}/{request.model}", "mc_dropout": variant.get("mc_dropout"),
-               "seed": variant.get("mc_seed", 0), "threads": settings["threads"]}
+        settings, run, variant = logits_run(request, model, f"{self.name}'s {pin.name}")
+        device = run["device"]
         if pin.dataset in datasets.CIFAR and settings["preprocessing"] == "batched":
             tarball = local_file(request.files, datasets.cifar_download(pin.dataset))
             images, labels = datasets.read_cifar_test(tarball, pin.dataset)

@@ -25,7 +25,7 @@ import numpy as np
 from calibrepro import evaluation_sets
 from calibrepro.checkpoints import load_weights, strip_prefix
 from calibrepro.download import Download, sha256_of
-from calibrepro.inference import environment, inference_settings, predict, predict_array, select_device
+from calibrepro.inference import environment, inference_settings, job_threads, predict, predict_array, select_device
 from calibrepro.io import save_logits
 from calibrepro.zoo import LogitsRequest, ModelSourceError, Source, local_file
 
@@ -94,7 +94,7 @@ class NetworkSource(Source):
         settings = inference_settings(config)
         on_gpu = settings["device"] != "cpu"
         return {
-            "threads": max(2, settings["workers"] + 1) if on_gpu else settings["threads"],
+            "threads": job_threads(settings),
             "gpu": 1 if on_gpu else 0,
             "mem_mb": 8000 if on_gpu else 16000,
             "runtime": 60 if on_gpu else 720,
@@ -109,17 +109,11 @@ def write_logits(request: LogitsRequest, data: evaluation_sets.EvaluationSet, ne
                  output: Path) -> None:
     """The one logits step: ``network`` on every sample of ``data``, one column per class, archived;
     with the entry's ``mc_dropout`` (and ``mc_seed``) as MC-Dropout (:func:`mc_dropout_variant`)."""
-    settings = inference_settings(request.config)
-    if request.spec.get("batch_size"):
-        settings["batch_size"] = int(request.spec["batch_size"])
-    device = select_device(settings["device"])
     columns = evaluation_sets.output_columns(
         request.dataset, request.config, data.class_names, network.num_outputs, network.label_names
     )
-    variant = mc_dropout_variant(request, network.module, settings["batch_size"])
-    run = {"device": device, "batch_size": settings["batch_size"], "amp": settings["amp"],
-           "desc": f"{request.dataset}/{request.model}", "mc_dropout": variant.get("mc_dropout"),
-           "seed": variant.get("mc_seed", 0), "threads": settings["threads"]}
+    settings, run, variant = logits_run(request, network.module)
+    device = run["device"]
     if data.images is not None and network.normalization and settings["preprocessing"] == "batched":
         logits = predict_array(network.module, data.images, *network.normalization, **run)
     else:
@@ -151,6 +145,21 @@ def write_logits(request: LogitsRequest, data: evaluation_sets.EvaluationSet, ne
         "environment": environment(device),
     }
     save_logits(output, logits, data.labels, metadata)
+
+
+def logits_run(request: LogitsRequest, module, network: str = "this network") -> tuple[dict, dict, dict]:
+    """How a logits job runs ``module``: the inference settings (the entry's ``batch_size`` over the
+    config's), the options of :func:`~calibrepro.inference.predict` and ``predict_array`` (device, batch size,
+    AMP, MC-Dropout passes and seed, threads), and the MC-Dropout variant's metadata (:func:`mc_dropout_variant`)."""
+    settings = inference_settings(request.config)
+    if request.spec.get("batch_size"):
+        settings["batch_size"] = int(request.spec["batch_size"])
+    device = select_device(settings["device"])
+    variant = mc_dropout_variant(request, module, settings["batch_size"], network)
+    run = {"device": device, "batch_size": settings["batch_size"], "amp": settings["amp"],
+           "desc": f"{request.dataset}/{request.model}", "mc_dropout": variant.get("mc_dropout"),
+           "seed": variant.get("mc_seed", 0), "threads": settings["threads"]}
+    return settings, run, variant
 
 
 def mc_dropout_variant(request: LogitsRequest, module, batch_size: int, network: str = "this network") -> dict:
