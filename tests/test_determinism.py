@@ -78,7 +78,7 @@ def test_without_the_pin_the_capabilities_train_other_weights():
 
 def test_kernel_environment_pins_avx2_only_where_the_processor_has_it():
     pinned = determinism.kernel_environment("x86_64", {"avx2", "fma", "avx512f"})
-    assert pinned["ATEN_CPU_CAPABILITY"] == "avx2" and pinned["MKL_CBWR"] == "AVX2"
+    assert pinned["ATEN_CPU_CAPABILITY"] == "avx2" and pinned["MKL_CBWR"] == "COMPATIBLE"
     assert pinned["ONEDNN_MAX_CPU_ISA"] == "AVX2" and pinned["OPENBLAS_CORETYPE"] == "Haswell"
     assert "AVX512_SPR" in pinned["NPY_DISABLE_CPU_FEATURES"]
     assert determinism.kernel_environment("x86_64", {"sse4_2", "avx"}) == {}  # forcing AVX2 there would crash
@@ -113,3 +113,35 @@ def test_numpy_runs_the_pinned_kernels_only_when_imported_after_calibrepro(first
     if pinned:
         assert not found["avx512"]
         assert found["blas"] == [os.environ.get("OPENBLAS_CORETYPE", "Haswell")]  # a machine's own setting is kept
+
+
+#: a float32 matrix product through torch (MKL's sgemm), printed as a digest, and MKL's branch in force
+MATMUL = textwrap.dedent(
+    """
+    import hashlib, os
+    import calibrepro
+    import torch
+    torch.set_num_threads(1)
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(300, 700, generator=g), torch.randn(700, 200, generator=g)
+    print(hashlib.sha256((a @ b).numpy().tobytes()).hexdigest(), os.environ.get("MKL_CBWR"))
+    """
+)
+
+
+def matmul_digest(**env) -> list[str]:
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("MKL_")}
+    result = subprocess.run([sys.executable, "-c", MATMUL], env={**environment, **env},
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.split()
+
+
+@pytest.mark.skipif(not X86_AVX2, reason="the kernels are pinned on x86-64 processors with AVX2 and FMA")
+def test_mkl_runs_its_vendor_independent_branch_under_the_pin():
+    """The pin reaches MKL before its first product, with the branch Intel documents for every vendor's
+    processors (``COMPATIBLE``; the ``AVX2`` branch is Intel's only: on an AMD EPYC it equals ``AUTO``)."""
+    pinned, branch = matmul_digest()
+    assert branch == "COMPATIBLE"
+    assert matmul_digest(CALIBREPRO_NATIVE_KERNELS="1", MKL_CBWR="COMPATIBLE")[0] == pinned
+    assert matmul_digest(CALIBREPRO_NATIVE_KERNELS="1", MKL_CBWR="AVX2", ATEN_CPU_CAPABILITY="avx2")[0] != pinned

@@ -6,12 +6,19 @@ The AVX-512 and AVX2 kernels sum in another order (16 lanes instead of 8) and co
 than on an AVX2 one, and NumPy's float64 ``exp``/``log`` differ in the last bit between the two
 (measured on the developers' machine: docs/reproducibility.md). :func:`pin_kernels` points every
 library at its AVX2 path (x86-64-v3: Intel Core and Xeon since 2013, AMD since Zen), which an
-AVX-512 machine runs as well, through the environment variables each library reads:
+AVX-512 machine runs as well, and MKL at the one branch it keeps the same on every vendor's processor,
+through the environment variables each library reads:
 
 * ``ATEN_CPU_CAPABILITY=avx2``: torch's own CPU kernels (read at its first operation);
-* ``MKL_CBWR=AVX2``: MKL's conditional numerical reproducibility, the matrix products of torch's
-  linear layers (read at MKL's first call); Intel promises equal results on Intel processors with
-  AVX2 for a fixed thread count;
+* ``MKL_CBWR=COMPATIBLE``: MKL's conditional numerical reproducibility, the matrix products of torch's
+  linear layers (read at MKL's first call). Intel's oneMKL developer guide ("Getting Started with
+  Conditional Numerical Reproducibility") promises the ``AVX2`` branch's results on Intel processors
+  only: on others MKL "uses the AUTO branch instead", its own kernels for that vendor (measured on an
+  AMD EPYC: ``AVX2``, ``AVX512``, ``AUTO`` and ``SSE4_2`` give one result there, and the demo's networks
+  trained other weights than on an Intel Xeon). ``COMPATIBLE`` (SSE2 without the approximate
+  ``rcpps``/``rsqrtps``) is the branch the guide names for "Intel and Intel compatible" processors alike,
+  for a fixed thread count; it costs the small matrix products of the networks trained here about a
+  factor two (docs/reproducibility.md);
 * ``ONEDNN_MAX_CPU_ISA=AVX2``: torch's convolutions (read at oneDNN's first call);
 * ``NPY_DISABLE_CPU_FEATURES`` (NumPy's AVX-512 groups) and ``OPENBLAS_CORETYPE=Haswell``: NumPy's
   and SciPy's ufuncs and matrix products (read when NumPy is imported).
@@ -84,7 +91,7 @@ def kernel_environment(machine: str | None = None, flags: set[str] | None = None
         return {}
     return {
         "ATEN_CPU_CAPABILITY": "avx2",
-        "MKL_CBWR": "AVX2",
+        "MKL_CBWR": "COMPATIBLE",
         "ONEDNN_MAX_CPU_ISA": "AVX2",
         "NPY_DISABLE_CPU_FEATURES": _numpy_names(),
         "OPENBLAS_CORETYPE": "Haswell",
