@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 from calibrepro import determinism
@@ -145,3 +146,45 @@ def test_mkl_runs_its_vendor_independent_branch_under_the_pin():
     assert branch == "COMPATIBLE"
     assert matmul_digest(CALIBREPRO_NATIVE_KERNELS="1", MKL_CBWR="COMPATIBLE")[0] == pinned
     assert matmul_digest(CALIBREPRO_NATIVE_KERNELS="1", MKL_CBWR="AVX2", ATEN_CPU_CAPABILITY="avx2")[0] != pinned
+
+
+EXP64 = textwrap.dedent(
+    """
+    import hashlib
+    import numpy as np
+    from calibrepro.calibrators.base import exp64, log64
+    x = np.random.default_rng(0).normal(size=100_003) * 20
+    e = exp64(x)
+    print(hashlib.sha256(e.tobytes() + log64(e).tobytes()).hexdigest())
+    """
+)
+
+
+@pytest.mark.skipif(not X86_AVX2, reason="the kernels are pinned on x86-64 processors with AVX2 and FMA")
+def test_the_float64_exp_and_log_of_the_fits_do_not_depend_on_the_kernels():
+    """exp64/log64 (the scaling and Dirichlet fits' exp and log) give the same bits pinned and on every
+    ATen capability unpinned: their speed needs no pin, and their bits no kernel choice."""
+    environment = {key: value for key, value in os.environ.items() if key != "ATEN_CPU_CAPABILITY"}
+
+    def digest(**env):
+        result = subprocess.run([sys.executable, "-c", EXP64], env={**environment, **env},
+                                capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert result.returncode == 0, result.stderr[-3000:]
+        return result.stdout.strip()
+
+    pinned = digest()
+    for capability in ("default", "avx2", "avx512"):
+        assert digest(CALIBREPRO_NATIVE_KERNELS="1", ATEN_CPU_CAPABILITY=capability) == pinned, capability
+
+
+def test_exp64_and_log64_are_numpys_functions_to_the_last_bit_or_one_ulp():
+    from calibrepro.calibrators.base import exp64, log64
+
+    x = np.random.default_rng(1).normal(size=(3, 70_001)) * 30  # more than two of torch's grains a row
+    e = exp64(x)
+    assert np.all(np.abs(e - np.exp(x)) <= np.spacing(np.exp(x)))
+    assert np.all(np.abs(log64(e) - np.log(e)) <= np.spacing(np.abs(np.log(e))))
+    out = np.empty_like(x)
+    assert exp64(x, out=out) is out and np.array_equal(out, e)
+    with pytest.raises(ValueError, match="C-contiguous float64"):
+        exp64(x, out=np.empty((70_001, 3)).T)

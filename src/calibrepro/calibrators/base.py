@@ -57,9 +57,48 @@ def softmax(logits: np.ndarray, precision: str = "float32") -> np.ndarray:
 def softmax64_inplace(s: np.ndarray) -> np.ndarray:
     """float64 softmax of the rows of ``s``, overwriting ``s`` (max shift, exp, divide by sum)."""
     s -= s.max(axis=1, keepdims=True)
-    np.exp(s, out=s)
+    exp64(s, out=s)
     s /= s.sum(axis=1, keepdims=True)
     return s
+
+
+def exp64(a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Element-wise ``exp`` of a float64 array by torch's CPU kernel (into ``out`` when given).
+
+    Why not ``np.exp``: NumPy's float64 ``exp`` and ``log`` have AVX-512 loops and no AVX2 ones, so
+    under the pinned kernels (:mod:`calibrepro.determinism`: the same bits on AVX2 and AVX-512
+    machines) NumPy calls the C library's scalar function element by element: 4.3 ns an element
+    against 0.8 ns on its AVX-512 loop (AMD EPYC, one thread), which made the pin cost the scaling
+    fits half their time. torch's float64 ``exp`` and ``log`` give the same bits under every ATen
+    capability (DEFAULT, AVX2, AVX-512), contiguous or strided and whatever MKL's branch (measured),
+    at 1.6 and 2.4 ns an element: as fast pinned as unpinned (benchmarks/README.md, "Kernels").
+    """
+    return _torch_unary("exp", a, out)
+
+
+def log64(a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Element-wise natural ``log`` of a float64 array by torch's CPU kernel (why: :func:`exp64`)."""
+    return _torch_unary("log", a, out)
+
+
+#: Elements per torch call: torch's grain size (at::internal::GRAIN_SIZE), below which its element-wise
+#: kernels never start its thread pool, so a call from a worker thread stays on that thread
+_TORCH_GRAIN = 1 << 15
+
+
+def _torch_unary(name: str, a: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    import torch  # imported where used: reading the registry (report labels) needs no torch
+
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    if out is None:
+        out = np.empty_like(a)
+    elif out.dtype != np.float64 or not out.flags.c_contiguous or out.shape != a.shape:
+        raise ValueError(f"{name}64 writes into a C-contiguous float64 array of shape {a.shape}")
+    source, target = torch.from_numpy(a.reshape(-1)), torch.from_numpy(out.reshape(-1))
+    function = getattr(torch, name)
+    for start in range(0, source.numel(), _TORCH_GRAIN):
+        function(source[start : start + _TORCH_GRAIN], out=target[start : start + _TORCH_GRAIN])
+    return out
 
 
 def check_logits(logits, n_classes: int | None = None) -> np.ndarray:

@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import math
 import numpy as np
+from calibrepro.calibrators.base import exp64, log64
 
 #: Armijo sufficient-decrease constant, the most halvings of a step, the most CG iterations per step
 _ARMIJO = 1e-4
@@ -122,7 +123,7 @@ class _Numpy:
     def rowmax(self, s):
         return s.max(axis=1, keepdims=True)
 
-    exp, log, maximum = np.exp, np.log, np.maximum
+    exp, log, maximum = staticmethod(exp64), staticmethod(log64), np.maximum
     zeros_like = staticmethod(np.zeros_like)
 
 

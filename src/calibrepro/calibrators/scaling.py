@@ -15,7 +15,15 @@ from typing import ClassVar
 
 import numpy as np
 
-from calibrepro.calibrators.base import Calibrator, check_labels, check_logits, softmax64_inplace, spread
+from calibrepro.calibrators.base import (
+    Calibrator,
+    check_labels,
+    check_logits,
+    exp64,
+    log64,
+    softmax64_inplace,
+    spread,
+)
 
 
 #: Rows per block of the loss/gradient evaluation: about 2**16 entries (fits in L2 cache).
@@ -52,21 +60,21 @@ class _NLLObjective:
         zb = self.z[r0:r1]
         e = np.multiply(zb, w)
         if fast:
-            np.exp(e, out=e)
+            exp64(e, out=e)
             if b is None:
                 total = e.sum(axis=1)
             else:
-                beta = np.exp(b)
+                beta = exp64(b)
                 total = np.einsum("ij,j->i", e, beta)
-            lse = np.log(total)
+            lse = log64(total)
         else:
             if b is not None:
                 e += b
             shift = e.max(axis=1)
             e -= shift[:, None]
-            np.exp(e, out=e)
+            exp64(e, out=e)
             total = e.sum(axis=1)
-            lse = shift + np.log(total)
+            lse = shift + log64(total)
         r = 1.0 / total
         gw = np.einsum("i,ij,ij->j", r, e, zb)
         gb = np.einsum("i,ij->j", r, e) if b is not None else None
