@@ -205,38 +205,40 @@ def test_the_demo_killed_with_sigkill_reruns_to_the_undisturbed_bytes(undisturbe
 
 #: a mount namespace of its own for the test's tmpfs: as root directly, else in a user namespace
 NAMESPACE = ["unshare", "--mount"] if os.geteuid() == 0 else ["unshare", "--user", "--map-root-user", "--mount"]
-#: in that namespace: the run on an 8 MiB tmpfs, a copy of what it left, the same tmpfs grown, the rerun
+#: in that namespace: the run with its results/ on a 4 MiB tmpfs (about half of what the demo writes
+#: there; Snakemake's own records in .snakemake/ stay on the big disk), a copy of what it left, the
+#: same tmpfs grown, the rerun, its copy
 DISK_FULL = textwrap.dedent("""
     set -u
-    mnt=$1 out=$2; shift 2
-    mount -t tmpfs -o size=8m tmpfs "$mnt" || exit 90
+    work=$1 out=$2; shift 2
+    mkdir -p "$work/results"
+    mount -t tmpfs -o size=4m tmpfs "$work/results" || exit 90
     "$@" > "$out/full.out" 2>&1; echo $? > "$out/full.status"
-    cp -a "$mnt/." "$out/full" || exit 91
-    mount -o remount,size=1g "$mnt" || exit 92
+    cp -a "$work/." "$out/full" || exit 91
+    mount -o remount,size=1g "$work/results" || exit 92
     "$@" > "$out/rerun.out" 2>&1; echo $? > "$out/rerun.status"
-    cp -a "$mnt/." "$out/rerun" || exit 93
+    cp -a "$work/." "$out/rerun" || exit 93
 """)
 
 
 @pytest.mark.slow
 def test_the_demo_on_a_full_disk_stops_naming_the_step_and_its_log_and_reruns_identical(undisturbed, tmp_path):
     reference = demo_outputs(undisturbed)
-    mnt, out = tmp_path / "mnt", tmp_path / "out"
-    for folder in (mnt, out / "full", out / "rerun"):
+    work, out = tmp_path / "run", tmp_path / "out"
+    for folder in (work, out / "full", out / "rerun"):
         folder.mkdir(parents=True)
-    scenario = run_in_group([*NAMESPACE, "bash", "-c", DISK_FULL, "bash", str(mnt), str(out), *snakemake_command(mnt)],
+    scenario = run_in_group([*NAMESPACE, "bash", "-c", DISK_FULL, "bash", str(work), str(out), *snakemake_command(work)],
                             timeout=2 * DEMO_TIMEOUT)
-    assert scenario.returncode == 0, f"no tmpfs in a mount namespace of its own here ({scenario.returncode}): " \
-                                     f"{scenario.stderr[-2000:]}"
+    assert scenario.returncode == 0, (f"no tmpfs in a mount namespace of its own here (exit status "
+                                      f"{scenario.returncode}): {scenario.stderr[-2000:]}")
     output = (out / "full.out").read_text()
     assert (out / "full.status").read_text().strip() != "0", output[-3000:]
-    # the closing summary: the step that could not write, the error, its log
-    failed = re.findall(r"^  (\w+) \(.*\): .*\[Errno 28\] No space left on device.* \(full log: (\S+)\)$", output,
-                        re.MULTILINE)
-    assert failed, output[-3000:]
-    for rule, log in failed:
-        assert log.startswith(f"results/demo/logs/{rule}") and (out / "full" / log).is_file(), (rule, log)
-    assert "Traceback" not in output
+    # the closing summary names each step that failed and its log; the error is the full disk's
+    failed = re.findall(r"^  (\w+) \(.*\): (.*) \(full log: (\S+)\)$", output, re.MULTILINE)
+    assert failed and "[Errno 28] No space left on device" in output, output[-3000:]
+    for rule, _, log in failed:
+        assert log.startswith(f"results/demo/logs/{rule}/"), (rule, log)
+    assert any("[Errno 28] No space left on device" in last for _, last, _ in failed), failed
     # nothing partial: no temporary file, and every output present is the undisturbed run's file
     left = demo_outputs(out / "full")
     assert 0 < len(left) < len(reference)
