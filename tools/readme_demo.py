@@ -40,7 +40,7 @@ INTERVAL_METHODS = ["uncalibrated", "isotonic", "temperature_scaling"]
 CHECKSUMS = "docs/demo-sha256.json"
 #: the files it covers: the CSVs the README lists (results/demo/*.csv and the regression part's; the
 #: per-job CSVs in the folders below are parts of them) and every table and report under reports/demo/.
-#: Not covered: logs, figures (renderer output), archives and weights caches (they record library versions).
+#: Not covered: the logs, and the figures, archives and weights caches, which record library versions.
 CHECKED = (("{results}", "*.csv"), ("{results}/regression", "*.csv"), ("{reports}", "**/*.md"), ("{reports}", "**/*.tex"))
 
 
@@ -170,8 +170,8 @@ def checksums(root: Path) -> dict[str, dict[str, str]]:
 
 def checksums_text(root: Path) -> str:
     """The published list's text for the demo outputs under ``root``."""
-    return json.dumps({"about": f"sha256 of the demo's tables and CSVs, written by `python tools/readme_demo.py` from a "
-                                f"`make demo` run; `make verify` compares a fresh run with it",
+    return json.dumps({"about": "sha256 of the demo's tables and CSVs, written by `python tools/readme_demo.py` from a "
+                                "`make demo` run; `make verify` compares a fresh run with it",
                        "files": checksums(root)}, indent=1) + "\n"
 
 
