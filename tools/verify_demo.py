@@ -103,17 +103,24 @@ def _version(name: str) -> str:
         return "not installed"
 
 
+def _kernels(value) -> str:
+    """A value of :func:`calibrepro.determinism.describe`, the pinned variables as ``NAME=value`` pairs."""
+    if isinstance(value, dict):
+        pairs = ", ".join(f"{key}={item}" for key, item in value.items())
+        return pairs or "nothing (no AVX2 and FMA here, or CALIBREPRO_NATIVE_KERNELS set)"
+    return str(value)
+
+
 def machine_facts() -> list[str]:
     """What a report of a difference needs: processor, pinned kernels, versions, BLAS libraries."""
-    pinned = determinism.pin_kernels()  # before NumPy and torch are imported below, as in every pipeline step
-    import numpy  # noqa: F401  imported for threadpoolctl to see its BLAS
+    import numpy  # noqa: F401  imported (after calibrepro, as in every step) for threadpoolctl to see its BLAS
     import scipy.linalg  # noqa: F401
     import torch
     from threadpoolctl import threadpool_info
 
     cpu = _cpuinfo()
     flags = determinism.cpu_flags()
-    libc = " ".join(platform.libc_ver()) or "C library unknown"
+    libc = " ".join(filter(None, platform.libc_ver())) or "C library unknown"
     built = [line.strip(" -") for line in torch.__config__.show().splitlines() if "Math Kernel Library" in line
              or "MKL-DNN" in line]  # the MKL and oneDNN that torch bundles
     facts = [
@@ -121,9 +128,7 @@ def machine_facts() -> list[str]:
         f"{cpu.get('cpu family', '?')}, model {cpu.get('model', '?')}, stepping {cpu.get('stepping', '?')}; "
         f"{platform.machine()}, {libc})",
         "flags: " + ", ".join(f"{flag} {'yes' if flag in flags else 'no'}" for flag in ("avx2", "fma", "avx512f")),
-        "pinned: " + (", ".join(f"{key}={value}" for key, value in sorted(pinned.items()))
-                      or "nothing (no AVX2 and FMA, or CALIBREPRO_NATIVE_KERNELS set)"),
-        f"torch CPU capability: {torch.backends.cpu.get_cpu_capability()}",
+        *(f"{key}: {_kernels(value)}" for key, value in determinism.describe().items()),  # pinned, torch's capability
         f"python {platform.python_version()}; " + ", ".join(f"{name} {_version(name)}" for name in LIBRARIES),
         *(f"torch: {line}" for line in built),
     ]
