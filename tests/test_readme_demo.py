@@ -1,4 +1,4 @@
-"""tools/readme_demo.py without a demo run: which block is stale, and messages (the demo run's check: test_workflow)."""
+"""tools/readme_demo.py without a demo run: which block or sha256 list is stale, and messages (the demo run's check: test_workflow)."""
 
 from __future__ import annotations
 
