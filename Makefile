@@ -2,7 +2,8 @@
 #   make demo   - create .venv if missing, install, run the pipeline on the embedded default
 #   make test   - the same set-up, then the test suite
 # Both install the locked environment: requirements/lock.txt, exact versions with their sha256 hashes,
-# for CPython >= 3.11.5 (docs/reproducibility.md; `make lock` refreshes it).
+# for CPython >= 3.11.5 (docs/reproducibility.md; `make lock` refreshes it). `make verify` then checks
+# that this machine gives the published bytes.
 # Options (make demo VAR=value):
 #   TORCH_INDEX  - install torch/torchvision from this index first, e.g. the CPU-only build:
 #                  make demo TORCH_INDEX=https://download.pytorch.org/whl/cpu
@@ -24,7 +25,7 @@ STAMP := $(VENV)/.installed
 PIP := $(BIN)/python -m pip install --quiet $(PIP_OPTIONS)
 SNAKEMAKE := $(BIN)/snakemake --cores $(CORES)
 
-.PHONY: demo test bench unlock clean lock
+.PHONY: demo verify test bench unlock clean lock
 
 # Locked: torch first where TORCH_INDEX names its index, then every package of the lock with its
 # hash checked, then this checkout itself (no dependency resolved: the lock has them all).
@@ -52,6 +53,11 @@ lock: $(STAMP)
 demo: $(STAMP)
 	@$(BIN)/python tools/snakemake_lock.py
 	$(SNAKEMAKE)
+
+# The demo in a temporary folder, its tables and CSVs against docs/demo-sha256.json: "identical", or what
+# differs and the machine's facts to report (tools/verify_demo.py; exit status 1 on a difference).
+verify: $(STAMP)
+	$(BIN)/python tools/verify_demo.py --cores $(CORES)
 
 # Remove the lock of a killed run; refused while a Snakemake still runs in this directory.
 unlock: $(STAMP)

@@ -1,10 +1,15 @@
-"""Writers killed with SIGKILL leave hidden .part files; the next run of the step that owns them removes them."""
+"""Faults: writers killed with SIGKILL leave hidden .part files that the next run of the step that owns
+them removes; the demo killed with SIGKILL, or stopped by a full disk, reruns to the bytes of an
+undisturbed run; and ``make verify`` (tools/verify_demo.py) compares that undisturbed run with a list."""
 
 from __future__ import annotations
 
 import glob
+import importlib.util
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,6 +26,7 @@ from calibrepro.reliability import reliability_bins
 from calibrepro.report.figures import write_reliability_figure
 from calibrepro.zoo import Download
 from servers import sha256_hex
+from workflow_helpers import ROOT, run_in_group, run_snakemake, snakemake_command
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 PAYLOAD = bytes(range(256)) * 4096 * 4  # 4 MiB
@@ -140,3 +146,146 @@ def test_names_with_dots_and_glob_characters(tmp_path, name):
     write_json(target, {"ok": True})
     assert json.loads(target.read_text()) == {"ok": True} and not stale.exists()
     assert len(list(tmp_path.glob(f".{glob.escape(name)}.png.*.part"))) == 1
+
+
+# ------------------------------------------------------------------ the demo killed, or out of disk space
+
+#: seconds a whole demo run may take on a loaded CI machine
+DEMO_TIMEOUT = 1500
+
+
+def demo_outputs(workdir: Path) -> dict[str, str]:
+    """sha256 of every file under ``workdir``'s results/ and reports/, hidden ones included, logs aside."""
+    return {name: sha256_hex(path.read_bytes())
+            for folder in ("results", "reports") for path in sorted((workdir / folder).rglob("*"))
+            if path.is_file() and not (name := path.relative_to(workdir).as_posix()).startswith("results/demo/logs/")}
+
+
+@pytest.fixture(scope="module")
+def undisturbed(tmp_path_factory) -> Path:
+    """The demo run once without a fault (the working directory): the bytes a disturbed run must end with."""
+    workdir = tmp_path_factory.mktemp("undisturbed")
+    result = run_snakemake(workdir, timeout=DEMO_TIMEOUT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return workdir
+
+
+def steps(output: str) -> tuple[int, int]:
+    """How many steps Snakemake's output says are done, and of how many."""
+    done = re.findall(r"^(\d+) of (\d+) steps \(\d+%\) done$", output, re.MULTILINE)
+    return tuple(map(int, done[-1])) if done else (0, 0)
+
+
+@pytest.mark.slow
+def test_the_demo_killed_with_sigkill_reruns_to_the_undisturbed_bytes(undisturbed, tmp_path):
+    reference = demo_outputs(undisturbed)
+    workdir, output = tmp_path / "run", tmp_path / "killed.out"
+    workdir.mkdir()
+    with open(output, "w") as handle:  # a file, not a pipe: nobody reads while the run goes on
+        run = subprocess.Popen(snakemake_command(workdir), stdout=handle, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    deadline = time.monotonic() + DEMO_TIMEOUT
+    while run.poll() is None and steps(output.read_text())[0] < 30 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert run.poll() is None, f"the demo ended before 30 steps were done: {output.read_text()[-2000:]}"
+    os.killpg(run.pid, signal.SIGKILL)  # Snakemake, its worker processes and the jobs running
+    run.wait(timeout=60)
+    assert 0 < len(demo_outputs(workdir)) < len(reference)
+    assert list((workdir / ".snakemake" / "locks").iterdir()), "the killed run left no lock"
+    total = steps(output.read_text())[1]
+
+    # as the README says: remove the lock, then the same command again
+    unlock = run_snakemake(workdir, "--unlock")
+    assert unlock.returncode == 0, unlock.stderr[-3000:]
+    rerun = run_snakemake(workdir, timeout=DEMO_TIMEOUT)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert steps(rerun.stderr)[1] < total  # what the killed run finished was kept
+    assert demo_outputs(workdir) == reference  # logs aside, every file, weights caches included
+
+
+#: a mount namespace of its own for the test's tmpfs: as root directly, else in a user namespace
+NAMESPACE = ["unshare", "--mount"] if os.geteuid() == 0 else ["unshare", "--user", "--map-root-user", "--mount"]
+#: in that namespace: the run with its results/ on a 4 MiB tmpfs (about half of what the demo writes
+#: there), a copy of what it left, the same tmpfs grown, the rerun, its copy. Snakemake's own records
+#: (.snakemake/) stay on the big disk: on the full one, its bookkeeping can fail before any step does,
+#: with Snakemake's own tracebacks, which the workflow cannot turn into its one-line summary.
+DISK_FULL = textwrap.dedent("""
+    set -u
+    work=$1 out=$2; shift 2
+    mkdir -p "$work/results"
+    mount -t tmpfs -o size=4m tmpfs "$work/results" || exit 90
+    "$@" > "$out/full.out" 2>&1; echo $? > "$out/full.status"
+    cp -a "$work/." "$out/full" || exit 91
+    mount -o remount,size=1g "$work/results" || exit 92
+    "$@" > "$out/rerun.out" 2>&1; echo $? > "$out/rerun.status"
+    cp -a "$work/." "$out/rerun" || exit 93
+""")
+
+
+@pytest.mark.slow
+def test_the_demo_on_a_full_disk_stops_naming_the_step_and_its_log_and_reruns_identical(undisturbed, tmp_path):
+    reference = demo_outputs(undisturbed)
+    work, out = tmp_path / "run", tmp_path / "out"
+    for folder in (work, out / "full", out / "rerun"):
+        folder.mkdir(parents=True)
+    scenario = run_in_group([*NAMESPACE, "bash", "-c", DISK_FULL, "bash", str(work), str(out), *snakemake_command(work)],
+                            timeout=2 * DEMO_TIMEOUT)
+    assert scenario.returncode == 0, (f"no tmpfs in a mount namespace of its own here (exit status "
+                                      f"{scenario.returncode}): {scenario.stderr[-2000:]}")
+    output = (out / "full.out").read_text()
+    assert (out / "full.status").read_text().strip() != "0", output[-3000:]
+    # the closing summary names each step that failed and its log (whose last line is the error, unless
+    # the full disk took that line too); the error is the full disk's
+    failed = re.findall(r"^  (\w+) \(.*\): .* \(full log: (\S+)\)$", output, re.MULTILINE)
+    assert failed and "[Errno 28] No space left on device" in output, output[-3000:]
+    for rule, log in failed:
+        assert log.startswith(f"results/demo/logs/{rule}/"), (rule, log)
+    # nothing partial: no temporary file, and every output present is the undisturbed run's file
+    left = demo_outputs(out / "full")
+    assert 0 < len(left) < len(reference)
+    assert {name: digest for name, digest in left.items() if reference.get(name) != digest} == {}
+    assert not list((out / "full").rglob("*.part"))
+    # more space, the same command: the undisturbed run's bytes
+    assert (out / "rerun.status").read_text().strip() == "0", (out / "rerun.out").read_text()[-3000:]
+    assert demo_outputs(out / "rerun") == reference
+
+
+# ------------------------------------------------------------------------------ make verify
+
+def _readme_demo():
+    spec = importlib.util.spec_from_file_location("readme_demo", ROOT / "tools" / "readme_demo.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def verify(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "tools" / "verify_demo.py"), *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.mark.slow
+def test_verify_says_identical_or_names_the_lines_that_differ(undisturbed, tmp_path):
+    listing = tmp_path / "demo-sha256.json"
+    listing.write_text(_readme_demo().checksums_text(undisturbed))
+    same = verify("--root", str(undisturbed), "--list", str(listing))
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert same.stdout.startswith("verify: identical: all ")
+    assert re.search(r"^  processor: .+\n  flags: avx2 (yes|no), fma (yes|no), avx512f (yes|no)$", same.stdout, re.MULTILINE)
+    assert re.search(r"^  python 3\.\d+\.\d+; calibrepro .*, torch .*, numpy ", same.stdout, re.MULTILINE)
+
+    tampered = tmp_path / "tampered"
+    for folder in ("results", "reports"):
+        shutil.copytree(undisturbed / folder, tampered / folder)
+    metrics = tampered / "results/demo/metrics.csv"
+    lines = metrics.read_text().splitlines(keepends=True)
+    lines[39] = lines[39].rsplit(",", 1)[0] + ",0.5\n"
+    metrics.write_text("".join(lines))
+    (tampered / "reports/demo/tables/nll.tex").unlink()
+    differs = verify("--root", str(tampered), "--list", str(listing))
+    assert differs.returncode == 1, differs.stdout + differs.stderr
+    assert differs.stdout.startswith("verify: the demo's outputs differ from the published ones")
+    assert "  reports/demo/tables/nll.tex: missing (the demo did not write it)\n" in differs.stdout
+    assert (f"  results/demo/metrics.csv: 1 of its {len(lines)} lines differ; columns: "
+            f"dataset,model,method,seed,metric,value\n      line 40: {lines[39]}") in differs.stdout
+    assert differs.stdout.count(": ") > 3 and "  pinned: " in differs.stdout  # the machine's facts all the same

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import zipfile
 
 import numpy as np
 import pytest
@@ -224,6 +225,27 @@ def test_a_cached_file_of_another_architecture_is_named(tmp_path):
     trainer.save_weights(type(tmp_path)(path), mlp, {**trainer.DEFAULTS, "hidden": [8]}, [])
     with pytest.raises(trainer.TrainingError, match=f"{path}: cached weights of network 'mlp', not 'lenet5'; delete it"):
         source.cache_logits(request, tmp_path / "b.npz")
+
+
+def test_the_same_training_caches_the_same_bytes(tmp_path):
+    """The weights cache holds no trace of the temporary file it was written through (issue 40)."""
+    files = fake_mnist(tmp_path)
+    spec = {"network": "lenet5", "epochs": 1, "batch_size": 32}
+    caches = []
+    for run in ("one", "two"):
+        (tmp_path / run).mkdir()
+        get_source("train").cache_logits(mnist_request(tmp_path / run, spec, files), tmp_path / run / "a.npz")
+        (cache,) = (tmp_path / run / "downloads" / "trained").rglob("*.pt")
+        caches.append(cache)
+    assert caches[0].name == caches[1].name and caches[0].read_bytes() == caches[1].read_bytes()
+    with zipfile.ZipFile(caches[0]) as archive:
+        assert {name.split("/")[0] for name in archive.namelist()} == {"archive"}
+    # the writer itself: one network saved under two names
+    mlp = build("mlp", (1, 28, 28), 10, {"hidden": [8]})
+    options = {**trainer.DEFAULTS, "hidden": [8]}
+    trainer.save_weights(tmp_path / "a.pt", mlp, options, [{"epoch": 1}])
+    trainer.save_weights(tmp_path / "sub" / "other-name.pt", mlp, options, [{"epoch": 1}])
+    assert (tmp_path / "a.pt").read_bytes() == (tmp_path / "sub" / "other-name.pt").read_bytes()
 
 
 @pytest.mark.parametrize(

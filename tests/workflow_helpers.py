@@ -36,14 +36,19 @@ def run_snakemake(workdir: Path, *args: str, profile: str | None = None, timeout
     ``profile`` names one under workflow/profiles/ to add to the plain command.
     """
     profiles = ["--profile", str(ROOT / "workflow" / "profiles" / profile)] if profile else []
-    command = snakemake_command(workdir, *args, profiles=profiles)
+    return run_in_group(snakemake_command(workdir, *args, profiles=profiles), timeout)
+
+
+def run_in_group(command: list[str], timeout: int):
+    """Run ``command`` in a process group of its own; return the CompletedProcess, or fail the test after
+    ``timeout`` seconds with the group killed (Snakemake and the jobs it started)."""
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)  # Snakemake and the jobs it started
+        os.killpg(process.pid, signal.SIGKILL)
         stdout, stderr = process.communicate()
-        raise AssertionError(f"snakemake ran past {timeout} s; last output:\n{(stdout + stderr)[-3000:]}") from None
+        raise AssertionError(f"{command[0]} ran past {timeout} s; last output:\n{(stdout + stderr)[-3000:]}") from None
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 

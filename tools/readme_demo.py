@@ -1,19 +1,22 @@
-"""Keep every demo number the documents quote equal to what ``make demo`` produced.
+"""Keep every demo number the documents quote, and the published sha256 list, equal to what ``make demo`` produced.
 
-    python tools/readme_demo.py [--root DIR]           # rewrite the quoted blocks
-    python tools/readme_demo.py --check [--root DIR]   # exit 1 naming each stale block
+    python tools/readme_demo.py [--root DIR]           # rewrite the quoted blocks and docs/demo-sha256.json
+    python tools/readme_demo.py --check [--root DIR]   # exit 1 naming each stale block (or the list)
 
 README.md and docs/statistics.md mark each quote of the demo's output with ``<!-- demo:NAME -->`` ...
 ``<!-- /demo:NAME -->`` (:data:`BLOCKS` says which document holds which); everything between the two
 markers is generated here from the demo's files under ``DIR`` (default: the current directory, where
 ``make demo`` writes ``results/demo/`` and ``reports/demo/``), printed as the pipeline's own tables print
-it, so the comparison is at the printed digit. tests/test_workflow.py runs the check on the demo run
-of its end-to-end test.
+it, so the comparison is at the printed digit. :data:`CHECKSUMS` lists the sha256 of every table and CSV
+of the demo (:func:`checksums`), which ``make verify`` (tools/verify_demo.py) compares a fresh run with.
+tests/test_workflow.py runs the check on the demo run of its end-to-end test.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import re
 import sys
 import textwrap
@@ -33,6 +36,12 @@ ECE_METHODS = ["uncalibrated", "histogram_binning", "isotonic", "temperature_sca
                "vector_scaling_bias"]
 #: the intervals quoted: ECE of every demo model before and after two calibrators
 INTERVAL_METHODS = ["uncalibrated", "isotonic", "temperature_scaling"]
+#: the published sha256 of the demo's tables and CSVs, relative to the repository
+CHECKSUMS = "docs/demo-sha256.json"
+#: the files it covers: the CSVs the README lists (results/demo/*.csv and the regression part's; the
+#: per-job CSVs in the folders below are parts of them) and every table and report under reports/demo/.
+#: Not covered: the logs, and the figures, archives and weights caches, which record library versions.
+CHECKED = (("{results}", "*.csv"), ("{results}/regression", "*.csv"), ("{reports}", "**/*.md"), ("{reports}", "**/*.tex"))
 
 
 class DemoOutputError(Exception):
@@ -138,6 +147,34 @@ def size_study_sentence(root: Path, layout: Layout) -> str:
     return _wrap(sentence)
 
 
+def line_digests(data: bytes) -> list[str]:
+    """The first 8 hex digits of the sha256 of each line of ``data``: what the list keeps to find the lines that differ."""
+    return [hashlib.sha256(line).hexdigest()[:8] for line in data.splitlines()]
+
+
+def checksums(root: Path) -> dict[str, dict[str, str]]:
+    """Per demo table and CSV (:data:`CHECKED`) under ``root``, by its path relative to ``root``: the file's
+    sha256 and its :func:`line_digests`, space-separated."""
+    layout = Layout.named("demo")
+    folders = {"results": layout.results, "reports": layout.reports}
+    files = sorted({path for folder, pattern in CHECKED for path in (Path(root) / folder.format(**folders)).glob(pattern)})
+    if not files:
+        raise DemoOutputError(f"{root}: no demo tables or CSVs: run `make demo` (or `snakemake --cores 2`) there first")
+    out = {}
+    for path in files:
+        data = path.read_bytes()
+        out[path.relative_to(root).as_posix()] = {"sha256": hashlib.sha256(data).hexdigest(),
+                                                  "lines": " ".join(line_digests(data))}
+    return out
+
+
+def checksums_text(root: Path) -> str:
+    """The published list's text for the demo outputs under ``root``."""
+    return json.dumps({"about": "sha256 of the demo's tables and CSVs, written by `python tools/readme_demo.py` from a "
+                                "`make demo` run; `make verify` compares a fresh run with it",
+                       "files": checksums(root)}, indent=1) + "\n"
+
+
 #: block name -> (the document that quotes it, relative to the repository; what generates it)
 BLOCKS = {
     "ece-table": ("README.md", ece_table),
@@ -191,9 +228,18 @@ def _updated(repository: Path, root: Path) -> dict[Path, tuple[str, list[str]]]:
     return out
 
 
+def _checksums_stale(repository: Path, root: Path) -> tuple[Path, str, bool]:
+    """The published list's path, its text for the demo outputs under ``root``, and whether the file differs."""
+    path = Path(repository) / CHECKSUMS
+    text = checksums_text(Path(root))
+    return path, text, not path.is_file() or path.read_text(encoding="utf-8") != text
+
+
 def check(root: Path, repository: Path = REPOSITORY) -> list[str]:
-    """Names of the documents' demo blocks that differ from the demo's outputs under ``root``."""
-    return [name for _, stale in _updated(Path(repository), Path(root)).values() for name in stale]
+    """Names of the documents' demo blocks (and ``demo-sha256`` for the list) that differ from the demo's
+    outputs under ``root``."""
+    stale = [name for _, names in _updated(Path(repository), Path(root)).values() for name in names]
+    return stale + ["demo-sha256"] * _checksums_stale(repository, root)[2]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -204,9 +250,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         updated = _updated(args.repository, args.root)
+        checksums_path, checksums_new, checksums_stale = _checksums_stale(args.repository, args.root)
     except DemoOutputError as error:
         print(f"readme_demo: {error}", file=sys.stderr)
         return 2
+    if args.check and checksums_stale:
+        print(f"readme_demo: {checksums_path} does not list the sha256 of the demo's outputs under {args.root}; "
+              f"run `python tools/readme_demo.py` after `make demo` to rewrite it", file=sys.stderr)
+    elif checksums_stale:
+        write_text(checksums_path, checksums_new)
+        print(f"readme_demo: {checksums_path} rewritten")
     for path, (text, stale) in updated.items():
         if args.check:
             for name in stale:
@@ -218,8 +271,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"readme_demo: {', '.join(stale)} rewritten in {path}")
     stale = [name for _, names in updated.values() for name in names]
     if args.check:
-        return 1 if stale else 0
-    if not stale:
+        return 1 if stale or checksums_stale else 0
+    if not stale and not checksums_stale:
         print("readme_demo: every block is up to date")
     return 0
 

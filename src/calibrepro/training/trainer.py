@@ -170,8 +170,10 @@ def save_weights(path: Path, network: nn.Module, options: dict, history: list[di
         "torch": str(torch.__version__),
         "state_dict": {key: value.detach().cpu() for key, value in network.state_dict().items()},
     }
-    with atomic_path(path) as tmp:
-        torch.save(payload, tmp)
+    # into an open file: given a path, torch names the archive's top folder after the file, here the
+    # temporary one, and two saves of the same weights would differ in that name
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        torch.save(payload, handle)
 
 
 def load_cached(path: Path, parts: Parts, options: dict, device: torch.device) -> tuple[nn.Module, list[dict]]:
@@ -211,8 +213,8 @@ def trained_network(
 
 
 def weights_digest(network: nn.Module) -> str:
-    """sha256 of the weights' names, dtypes, shapes and values: equal weights give equal digests (the file's
-    own sha256 differs per save: torch.save writes a random serialization id into it)."""
+    """sha256 of the weights' names, dtypes, shapes and values: equal weights give equal digests, whatever
+    else the file holds (its training record, the torch version)."""
     digest = hashlib.sha256()
     for name, tensor in sorted(network.state_dict().items()):
         values = tensor.detach().cpu().contiguous()
