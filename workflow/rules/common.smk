@@ -77,6 +77,9 @@ BINS = config["bins"]
 DOWNLOADS_DIR = config["downloads"]["dir"]
 UNCERTAINTY = config["uncertainty"]
 SIZE_STUDY = config["size_study"]
+CONFORMAL = config["conformal"]
+#: what every conformal job computes with (workflow/rules/conformal.smk)
+CONFORMAL_SETTINGS = {key: CONFORMAL[key] for key in ("scores", "alphas", "randomized", "penalty", "k_reg", "seed")}
 DATASETS = list(config["models"])
 #: where this run's files go (calibrepro.layout): results/<name>/, reports/<name>/; every path below comes from it
 LAYOUT = Layout.named(_name)
@@ -266,6 +269,24 @@ def fitted_calibrators():
     ]
 
 
+def conformal_part_paths(wildcards):
+    """Every model's conformal rows, on the first split seed, in config order."""
+    return [LAYOUT.conformal_part(dataset, model, SEEDS[0]) for dataset, model in MODELS]
+
+
+def temperature_calibrator(wildcards):
+    """The fitted temperature scaling of a model on the first split seed, when it is configured (its figure marks T)."""
+    if "temperature_scaling" not in METHODS:
+        return []
+    return [LAYOUT.calibrator(wildcards.dataset, wildcards.model, "temperature_scaling", SEEDS[0])]
+
+
+def conformal_figure_paths():
+    return [
+        LAYOUT.conformal_figure(*target.split("/", 1), ext) for target in CONFORMAL["figures"] for ext in ("png", "pdf")
+    ]
+
+
 def probabilities_paths():
     """Every calibrator's probabilities on the test half (targets with report.export_probabilities)."""
     return [
@@ -315,8 +336,11 @@ def uncertainty_table_inputs(wildcards):
 
 
 def uncertainty_reproduction_inputs(wildcards):
-    """Extra input of the reproduction rule: the intervals, when they are computed."""
-    return {"intervals": LAYOUT.intervals} if UNCERTAINTY["enabled"] else {}
+    """Extra inputs of the reproduction rule: the intervals and the conformal results, when they are computed."""
+    inputs = {"intervals": LAYOUT.intervals} if UNCERTAINTY["enabled"] else {}
+    if CONFORMAL["enabled"]:
+        inputs["conformal"] = LAYOUT.conformal
+    return inputs
 
 
 def targets():
@@ -325,7 +349,7 @@ def targets():
     The closing summary reports these groups; a new output becomes a target by being added here.
     """
     groups = {name: [] for name in ("metrics", "convergence", "parameters", "tables", "figures", "intervals")}
-    groups.update(probabilities=[], report=[])
+    groups.update(probabilities=[], report=[], conformal=[])
     if MODELS:  # not in a regression-only configuration
         groups["metrics"].append(LAYOUT.metrics)
         groups["convergence"].append(LAYOUT.convergence)
@@ -341,6 +365,9 @@ def targets():
         groups["intervals"].append(LAYOUT.size_study)
         groups["tables"].append(LAYOUT.table("size_study", "md"))
         groups["figures"] += dataset_figure_paths("size_study")
+    if MODELS and CONFORMAL["enabled"]:
+        groups["conformal"] += [LAYOUT.conformal, *(LAYOUT.table("conformal", ext) for ext in ("md", "tex"))]
+        groups["conformal"] += conformal_figure_paths()
     if MODELS and config["report"]["export_probabilities"]:
         groups["probabilities"] += probabilities_paths()
     return {**groups, **regression_groups()}
@@ -482,6 +509,11 @@ WORKER_IMPORTS = {
         ["table", "reproduction"],
         ("calibrepro.report.tables", "calibrepro.report.reproduction", "calibrepro.steps.reports"),
     ),
+    **dict.fromkeys(
+        ["conformal_sets", "conformal_figure"],
+        ("calibrepro.conformal.metrics", "calibrepro.report.conformal", "calibrepro.steps.conformal", *_CALIBRATOR_MODULES),
+    ),
+    "conformal_tables": ("calibrepro.report.conformal", "calibrepro.steps.conformal"),
     "parameters": (
         "calibrepro.report.parameter_tables",
         "calibrepro.steps.reports",

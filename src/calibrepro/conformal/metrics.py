@@ -5,7 +5,7 @@ set of a test sample, ``y`` its label and ``1 - alpha`` the coverage asked for:
 
 * ``coverage``: the share of test samples with ``y`` in ``C(x)`` (marginal coverage; Vovk et al. 2005,
   Angelopoulos & Bates 2023, eq. 1: in ``[1 - alpha, 1 - alpha + 1/(n + 1)]`` in expectation for scores
-  without ties, ``n`` calibration samples); ``bound_low``, ``bound_high`` are those two numbers;
+  without ties, ``n`` calibration samples: :func:`coverage_bounds`);
 * ``size``: the mean set size ``|C(x)|``; ``singleton``, ``empty``: the shares of sets with one and no label;
 * ``covgap``: the class-conditional coverage gap, ``(1/K') sum_k |coverage_k - (1 - alpha)|`` over the
   ``K'`` classes with test samples, ``coverage_k`` the coverage among samples of class ``k`` (Ding et al.
@@ -73,6 +73,12 @@ def set_metrics(sizes: np.ndarray, covered: np.ndarray, labels: np.ndarray, alph
     return values
 
 
+def coverage_bounds(n: int, alpha: float) -> dict[str, float]:
+    """``bound_low``, ``bound_high``: the expected coverage's finite-sample range ``[1 - alpha, 1 - alpha + 1/(n + 1)]``
+    with ``n`` calibration samples (Vovk et al. 2005; Angelopoulos & Bates 2023, Theorem 1 and its footnote)."""
+    return {"bound_low": 1 - alpha, "bound_high": 1 - alpha + 1 / (n + 1)}
+
+
 def repeat_draws(seed: int, repeat: int, score: str, n: int, randomized: bool) -> np.ndarray | None:
     """(n,) the uniform draws of one repeat and score (one per row of the test half), or None when not randomised.
 
@@ -104,7 +110,7 @@ def evaluate_repeats(probabilities: np.ndarray, labels: np.ndarray, calibration:
             q = threshold(true[cal], alpha, where)
             values = set_metrics(set_sizes(scores[tst], q), true[tst] <= q, labels[tst], alpha,
                                  probabilities.shape[1])
-            values.update(threshold=q, bound_low=1 - alpha, bound_high=1 - alpha + 1 / (len(cal) + 1))
+            values["threshold"] = q
             results[alpha].append(values)
     return results
 

@@ -3,9 +3,10 @@
 Tidy: ``dataset,model,method,score,alpha,metric,value`` (values by ``repr``, fractions). ``method`` is
 the calibrator whose test-half probabilities the sets are built on; ``metric`` is one of
 :mod:`calibrepro.conformal.metrics` (``coverage``, ``size``, ``singleton``, ``empty``, ``covgap``,
-``size_share_a-b``, ``coverage_size_a-b``, ``threshold``, ``bound_low``, ``bound_high``): the mean over the
-repeats, and with the suffixes ``_low`` and ``_high`` the ends of its 95 % t-interval; ``repeats`` and
-``n_calibration`` say how many repeats and conformal calibration samples there were. The order of the
+``size_share_a-b``, ``coverage_size_a-b``, ``threshold``): the mean over the repeats, and with the suffixes
+``_low`` and ``_high`` the ends of its 95 % t-interval; ``repeats`` and ``n_calibration`` say how many
+repeats and conformal calibration samples there were, ``bound_low`` and ``bound_high`` the finite-sample
+range of the expected coverage (:func:`calibrepro.conformal.metrics.coverage_bounds`). The order of the
 rows is the configuration's (models, calibrators, scores, alphas).
 
 The temperature sweep of a model (its figure) is kept beside: ``temperature,score,alpha,metric,value``.
