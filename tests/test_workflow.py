@@ -165,17 +165,21 @@ def test_demo_runs_end_to_end_and_reruns_byte_identical(tmp_path):
     # and the uncertainty outputs: intervals, comparisons, ranks with their CD diagrams, the size study
     assert all(name in bundle for name in ("intervals.csv", "comparisons.csv", "ranks.md", "cd/digits.png",
                                            "size_study.md", "size_study/digits.png"))
+    # and the conformal sets' tables and figure
+    assert all(name in bundle for name in ("conformal.md", "conformal/digits/mlp_overconfident.png"))
 
     # everything after the logits again (the trained models' logits are deterministic by their own
     # test, tests/test_zoo_demo.py): the same bytes, whichever worker process ran which step
     outputs = ["results/demo/metrics.csv", "results/demo/intervals.csv", "results/demo/size_study.csv",
-               "results/demo/parameters.csv", "results/demo/regression/parameters.csv",
+               "results/demo/parameters.csv", "results/demo/regression/parameters.csv", "results/demo/conformal.csv",
                "reports/demo/regression/tables/parameters.md",
                *sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "reports/demo/tables").iterdir())]
     first = {name: (tmp_path / name).read_bytes() for name in outputs}
-    for name in ("splits", "calibrators", "evaluations", "reliability", "bootstrap", "size_study"):
+    for name in ("splits", "calibrators", "evaluations", "reliability", "bootstrap", "size_study", "conformal_splits",
+                 "conformal"):
         shutil.rmtree(tmp_path / "results/demo" / name, ignore_errors=True)
-    for name in ("metrics.csv", "intervals.csv", "comparisons.csv", "size_study.csv", "parameters.csv"):
+    for name in ("metrics.csv", "intervals.csv", "comparisons.csv", "size_study.csv", "parameters.csv",
+                 "conformal.csv"):
         (tmp_path / "results/demo" / name).unlink()
     shutil.rmtree(tmp_path / "reports/demo")
     result = run_snakemake(tmp_path)

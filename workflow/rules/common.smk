@@ -511,7 +511,12 @@ WORKER_IMPORTS = {
     ),
     **dict.fromkeys(
         ["conformal_sets", "conformal_figure"],
-        ("calibrepro.conformal.metrics", "calibrepro.report.conformal", "calibrepro.steps.conformal", *_CALIBRATOR_MODULES),
+        (
+            "calibrepro.conformal.metrics",
+            "calibrepro.report.conformal",
+            "calibrepro.steps.conformal",
+            *_CALIBRATOR_MODULES,
+        ),
     ),
     "conformal_tables": ("calibrepro.report.conformal", "calibrepro.steps.conformal"),
     "parameters": (

@@ -47,14 +47,12 @@ rule conformal_sets:
         mem_mb=4000,
         runtime=30,
     params:
+        **CONFORMAL_SETTINGS,
         calibrators=calibrator_paths,
         dataset=lambda wildcards: wildcards.dataset,
         model=lambda wildcards: wildcards.model,
-        **CONFORMAL_SETTINGS,
     run:
-        conformal.conformal_step(
-            input.logits, input.split, input.conformal_splits, output[0], log=log[0], **params
-        )
+        conformal.conformal_step(input.logits, input.split, input.conformal_splits, output[0], log=log[0], **params)
 
 
 rule conformal:
@@ -113,11 +111,11 @@ rule conformal_figure:
         mem_mb=4000,
         runtime=30,
     params:
+        **CONFORMAL_SETTINGS,
         ts_calibrator=lambda wildcards, input: input.calibrators[0] if input.calibrators else None,
         dataset=lambda wildcards: wildcards.dataset,
         model=lambda wildcards: wildcards.model,
         language=config["report"]["language"],
-        **CONFORMAL_SETTINGS,
     run:
         conformal.conformal_figure_step(
             input.logits,

@@ -137,6 +137,7 @@ def build_sweep_figure(sweep, temperature: float | None, title: str, language: s
     fitted TS temperature, marked (None: not configured)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import NullLocator
 
     t = _TEXT[check_language(language)]
     figure = Figure(figsize=(7.0, 2.8), dpi=100, layout="constrained")
@@ -156,8 +157,11 @@ def build_sweep_figure(sweep, temperature: float | None, title: str, language: s
             ax.axvline(temperature, color="0.2", linewidth=0.8, linestyle="--",
                        label=t["fitted"].format(t=temperature))
         ax.set_xscale("log")
+        ticks = [tick for tick in (0.25, 0.5, 1, 2, 4) if min(row[0] for row in sweep) <= tick <= max(row[0] for row in sweep)]
+        ax.set_xticks(ticks, labels=[format(tick, "g") for tick in ticks])
+        ax.xaxis.set_minor_locator(NullLocator())
         ax.set_xlabel(t["axis"], fontsize=8)
-        ax.set_ylabel(t["size"] if metric == "size" else t["covgap"], fontsize=8)
+        ax.set_ylabel(t["size"] if metric == "size" else "CovGap, %", fontsize=8)
         ax.tick_params(labelsize=7, length=2.5, width=0.6, pad=2)
         ax.grid(color="0.9", linewidth=0.5)
     handles, labels = axes[0].get_legend_handles_labels()
