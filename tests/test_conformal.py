@@ -153,3 +153,20 @@ def test_bad_calibration_data():
         fitted.predict(softmax(np.zeros((2, 3)), "float64"))
     with pytest.raises(ConformalError, match=r"has no option 'lambda'"):
         make_conformal("raps", 0.1, **{"lambda": 0.1})
+
+
+@pytest.mark.parametrize("score", ["lac", "aps", "raps"])
+def test_top_ranks_table_gives_the_full_sort_s_numbers(score):
+    """RankTable sorts the top ranks only (here 6 of 40) and rows that need more in full: the same numbers, ties
+    (rounded probabilities) and sets beyond the top ranks included."""
+    from calibrepro.conformal.scores import RankTable
+
+    p, labels = synthetic(n=1500, k=40, seed=6, scale=1.0)
+    p[:300] = np.round(p[:300], 2) + 1e-3
+    p[:300] /= p[:300].sum(axis=1, keepdims=True)
+    calibration, test = make_conformal_splits(labels, np.arange(len(labels)), 3, 0.5, seed=1)
+    partial = RankTable(p, labels, top=6)
+    assert 0 < partial.full.sum() < len(p)  # some rows, not all, sorted in full
+    got = evaluate_repeats(p, labels, calibration, test, score=score, alphas=[0.1, 0.05], table=partial)
+    assert got == evaluate_repeats(p, labels, calibration, test, score=score, alphas=[0.1, 0.05],
+                                   table=RankTable(p, labels, top=40))

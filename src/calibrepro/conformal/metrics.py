@@ -21,8 +21,8 @@ Each metric is computed on every repeat; :func:`summarise` gives the mean over t
 t-interval of that mean (``mean -+ t_{0.975, R-1} sd / sqrt(R)``). The repeats share the test half, so
 the interval describes the split-to-split noise, not a confidence interval over new data.
 
-:func:`evaluate_repeats` shares the sorting of each probability row across repeats and alphas (the
-sort does not depend on the split); it gives the numbers of :class:`~calibrepro.conformal.predictors.
+:func:`evaluate_repeats` shares the sorting of each probability row across scores, repeats and alphas
+(the sort depends on none of them); it gives the numbers of :class:`~calibrepro.conformal.predictors.
 ConformalClassifier` fitted on each calibration part and applied to its test part, with the draws of
 :func:`repeat_draws` (tests/test_conformal.py checks it).
 """
@@ -34,7 +34,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from calibrepro.conformal.scores import RANDOMISABLE, label_ranks, rank_order, set_sizes, sorted_scores, threshold
+from calibrepro.conformal.scores import RANDOMISABLE, RankTable, leading_sizes, rank_table, scores_at, threshold
 
 #: size bins of the size distribution and the size-stratified coverage (Angelopoulos et al. 2021, sec. 4)
 SIZE_BINS = ((0, 1), (2, 3), (4, 6), (7, 10), (11, 100), (101, 1000))
@@ -91,25 +91,26 @@ def repeat_draws(seed: int, repeat: int, score: str, n: int, randomized: bool) -
 
 def evaluate_repeats(probabilities: np.ndarray, labels: np.ndarray, calibration: np.ndarray, test: np.ndarray, *,
                      score: str, alphas: Sequence[float], randomized: bool = True, penalty: float = 0.01,
-                     k_reg: int = 5, seed: int = 0, where: str = "the conformal calibration part"
-                     ) -> dict[float, list[dict[str, float]]]:
+                     k_reg: int = 5, seed: int = 0, where: str = "the conformal calibration part",
+                     table: RankTable | None = None) -> dict[float, list[dict[str, float]]]:
     """alpha -> one :func:`set_metrics` dict per repeat.
 
     ``probabilities`` (N, K) and ``labels`` (N,): the rows the repeats split; ``calibration`` (R, n) and
-    ``test`` (R, m): each repeat's rows of them (:mod:`calibrepro.conformal.splits`).
+    ``test`` (R, m): each repeat's rows of them (:mod:`calibrepro.conformal.splits`). ``table``: the rows'
+    :func:`~calibrepro.conformal.scores.rank_table` when the caller has it (one sort serves every score).
+    A repeat costs O(N log K): the label's score of every row, and each test set's size by bisection.
     """
-    order = rank_order(probabilities)
-    ranks = label_ranks(order, labels)
+    table = table if table is not None else rank_table(probabilities, labels)
     rows = np.arange(len(labels))
+    options = {"penalty": penalty, "k_reg": k_reg}
     results: dict[float, list] = {alpha: [] for alpha in alphas}
     for repeat, (cal, tst) in enumerate(zip(calibration, test)):
         u = repeat_draws(seed, repeat, score, len(labels), randomized)
-        scores = sorted_scores(probabilities, order, score, u, penalty=penalty, k_reg=k_reg)
-        true = scores[rows, ranks]
+        true = scores_at(table, rows, table.ranks, score, u, **options)
         for alpha in alphas:
             q = threshold(true[cal], alpha, where)
-            values = set_metrics(set_sizes(scores[tst], q), true[tst] <= q, labels[tst], alpha,
-                                 probabilities.shape[1])
+            sizes = leading_sizes(table, tst, score, None if u is None else u[tst], q, **options)
+            values = set_metrics(sizes, true[tst] <= q, labels[tst], alpha, probabilities.shape[1])
             values["threshold"] = q
             results[alpha].append(values)
     return results
@@ -148,9 +149,10 @@ def temperature_sweep(logits: np.ndarray, labels: np.ndarray, calibration: np.nd
     rows = []
     for temperature in temperatures:
         probabilities = softmax(np.asarray(logits, np.float64) / temperature, "float64")
+        table = rank_table(probabilities, labels)
         for score in scores:
             per_alpha = evaluate_repeats(probabilities, labels, calibration, test, score=score, alphas=alphas,
-                                         randomized=randomized, penalty=penalty, k_reg=k_reg, seed=seed)
+                                         randomized=randomized, penalty=penalty, k_reg=k_reg, seed=seed, table=table)
             for alpha, repeats in per_alpha.items():
                 summary = summarise(repeats)
                 rows += [(float(temperature), score, alpha, metric, summary[metric]) for metric in ("size", "covgap")]

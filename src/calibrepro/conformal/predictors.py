@@ -33,7 +33,7 @@ from sklearn.utils.validation import check_is_fitted
 from calibrepro.calibrators.base import FittedState
 from calibrepro.conformal.scores import (
     RANDOMISABLE, ConformalError, check_alpha, check_probabilities, check_score, label_ranks, prediction_sets,
-    rank_order, sorted_scores, threshold,
+    score_order, sorted_scores, threshold,
 )
 
 #: RAPS's regularisation lambda and k_reg: the commonly used fixed values. Angelopoulos et al. (2021, sec. 2.3)
@@ -73,7 +73,7 @@ class ConformalClassifier(FittedState, BaseEstimator):
 
     def _scores(self, p: np.ndarray, stream: int) -> tuple[np.ndarray, np.ndarray]:
         """``(order, scores)``: every row's labels by rank and their scores in that order."""
-        order = rank_order(p)
+        order = score_order(p, self.score)
         scores = sorted_scores(p, order, self.score, self._draws(stream, len(p)), penalty=self.penalty,
                                k_reg=self.k_reg)
         return order, scores

@@ -57,7 +57,7 @@ def conformal_step(logits_path, split_path, conformal_path, output, *, calibrato
     ``conformal.csv`` (:mod:`calibrepro.conformal.results`)."""
     from calibrepro.conformal.metrics import coverage_bounds, evaluate_repeats, summarise
     from calibrepro.conformal.results import write_conformal_part
-    from calibrepro.conformal.scores import check_probabilities
+    from calibrepro.conformal.scores import check_probabilities, rank_table
     from calibrepro.steps.calibration import load_calibrator
 
     with step_log(log) as logger:
@@ -67,10 +67,11 @@ def conformal_step(logits_path, split_path, conformal_path, output, *, calibrato
             start = time.perf_counter()
             probabilities = check_probabilities(load_calibrator(path, method).predict_proba(half.inputs),
                                                 f"{method}'s probabilities of {logits_path}")
+            table = rank_table(probabilities, half.targets)  # one sort for every score, repeat and alpha
             for score in scores:
                 results = evaluate_repeats(probabilities, half.targets, calibration, tests, score=score, alphas=alphas,
                                            randomized=randomized, penalty=penalty, k_reg=k_reg, seed=seed,
-                                           where=f"{dataset}/{model}: the conformal calibration part")
+                                           where=f"{dataset}/{model}: the conformal calibration part", table=table)
                 for alpha, repeats in results.items():
                     summary = summarise(repeats)
                     summary.update(repeats=len(repeats), n_calibration=calibration.shape[1],
