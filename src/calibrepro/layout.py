@@ -195,6 +195,11 @@ class Layout:
         return f"{self.results}/regression/metrics.csv"
 
     @property
+    def regression_conformal(self) -> str:
+        """Split-conformal intervals beside each recalibrator's, tidy (``calibrepro.regression.conformal``)."""
+        return f"{self.results}/regression/conformal.csv"
+
+    @property
     def regression_parameters(self) -> str:
         """Every recalibrator's fitted numbers, tidy (``calibrepro.report.parameters_file``)."""
         return f"{self.results}/regression/parameters.csv"

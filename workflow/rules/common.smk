@@ -366,8 +366,9 @@ def targets():
         groups["tables"].append(LAYOUT.table("size_study", "md"))
         groups["figures"] += dataset_figure_paths("size_study")
     if MODELS and CONFORMAL["enabled"]:
-        groups["conformal"] += [LAYOUT.conformal, *(LAYOUT.table("conformal", ext) for ext in ("md", "tex"))]
-        groups["conformal"] += conformal_figure_paths()
+        groups["conformal"].append(LAYOUT.conformal)
+        groups["tables"] += [LAYOUT.table("conformal", ext) for ext in ("md", "tex")]
+        groups["figures"] += conformal_figure_paths()
     if MODELS and config["report"]["export_probabilities"]:
         groups["probabilities"] += probabilities_paths()
     return {**groups, **regression_groups()}
@@ -403,6 +404,11 @@ def regression_cells():
         for dataset, model in REGRESSION_MODELS
         for split in range(REGRESSION[dataset]["splits"])
     ]
+
+
+def regression_prediction_cells(wildcards):
+    """(dataset, model, split, predictions file) of every regressor and split (the conformal intervals' inputs)."""
+    return [(*cell, LAYOUT.regression_predictions(*cell)) for cell in regression_cells()]
 
 
 def regression_evaluation_paths(wildcards):
@@ -452,8 +458,11 @@ def regression_groups():
         return {}
     tables = [path for pair in regression_table_outputs().values() for path in pair]
     tables += [LAYOUT.regression_table("parameters", ext) for ext in ("md", "tex")]
+    if CONFORMAL["enabled"]:
+        tables += [LAYOUT.regression_table("conformal", ext) for ext in ("md", "tex")]
     return {
-        "regression metrics": [LAYOUT.regression_metrics],
+        "regression metrics": [LAYOUT.regression_metrics]
+        + ([LAYOUT.regression_conformal] if CONFORMAL["enabled"] else []),
         "regression parameters": [LAYOUT.regression_parameters],
         "regression reports": [*tables, *regression_figure_paths(), LAYOUT.regression_reproduction],
     }
@@ -532,6 +541,12 @@ WORKER_IMPORTS = {
         "calibrepro.regression.steps",
     ),
     "regression_evaluate": ("calibrepro.regression.task", "calibrepro.steps.calibration"),
+    "regression_conformal": (
+        "calibrepro.regression.conformal",
+        "calibrepro.regression.task",
+        "calibrepro.regression.steps",
+    ),
+    "regression_conformal_tables": ("calibrepro.regression.conformal", "calibrepro.regression.report_steps"),
     "regression_tables": (
         "calibrepro.regression.report",
         "calibrepro.report.tables",

@@ -69,7 +69,11 @@ def check_alpha(alpha) -> float:
     return value
 
 
-def check_probabilities(probabilities, where: str = "probabilities", tolerance: float = 1e-6) -> np.ndarray:
+#: how far a probability row's sum may be from 1: float32 softmax rows of K = 1000 classes sum to 1 within ~1e-5
+SUM_TOLERANCE = 1e-4
+
+
+def check_probabilities(probabilities, where: str = "probabilities", tolerance: float = SUM_TOLERANCE) -> np.ndarray:
     """(N, K) probability rows as float64: finite, non-negative, each summing to 1 within ``tolerance``."""
     p = np.asarray(probabilities)
     if p.ndim != 2 or p.shape[0] < 1 or p.shape[1] < 2:
@@ -81,7 +85,7 @@ def check_probabilities(probabilities, where: str = "probabilities", tolerance: 
     bad = np.flatnonzero((p < 0).any(axis=1) | (np.abs(sums - 1) > tolerance))
     if bad.size:
         raise ConformalError(
-            f"{where}: row {bad[0]} is no probability vector (sum {sums[bad[0]]:.6g}, smallest entry "
+            f"{where}: row {bad[0]} is no probability vector (sum {sums[bad[0]]:.8g}, smallest entry "
             f"{p[bad[0]].min():.6g}); give softmax probabilities or logits"
         )
     return p
@@ -152,6 +156,8 @@ def threshold(calibration_scores: np.ndarray, alpha: float, where: str = "the ca
 
 #: the ranks a :class:`RankTable` sorts for every row (the rest only for the rows that reach beyond them)
 TOP_RANKS = 64
+#: once this share of the rows needs a full sort, the table sorts all of them
+FULL_SORT_SHARE = 0.25
 
 
 class RankTable:
@@ -188,10 +194,13 @@ class RankTable:
         self.sort_in_full(np.flatnonzero(~hit.any(axis=1) | (self.ranks >= self.exact)))
 
     def sort_in_full(self, rows: np.ndarray) -> None:
-        """Sort ``rows`` (those not sorted in full yet) over all K ranks."""
+        """Sort ``rows`` (those not sorted in full yet) over all K ranks; every row at once when most need it (one
+        sort instead of many small ones)."""
         rows = rows[~self.full[rows]]
         if not rows.size:
             return
+        if self.full.sum() + rows.size > FULL_SORT_SHARE * len(self.full):
+            rows = np.flatnonzero(~self.full)
         if self.full_ranked is None:  # np.empty: memory is touched only by the rows written
             self.full_ranked, self.full_cumulative = np.empty(self.probabilities.shape), np.empty(self.probabilities.shape)
         order = rank_order(self.probabilities[rows])
