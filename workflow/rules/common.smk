@@ -15,6 +15,7 @@ from calibrepro.config import (
     ConfigError,
     load_schema,
     model_keys,
+    model_target,
     regression_keys,
     regression_models,
     run_name,
@@ -283,7 +284,7 @@ def temperature_calibrator(wildcards):
 
 def conformal_figure_paths():
     return [
-        LAYOUT.conformal_figure(*target.split("/", 1), ext) for target in CONFORMAL["figures"] for ext in ("png", "pdf")
+        LAYOUT.conformal_figure(*model_target(target), ext) for target in CONFORMAL["figures"] for ext in ("png", "pdf")
     ]
 
 

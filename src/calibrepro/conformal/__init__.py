@@ -2,7 +2,7 @@
 the test half's conformal splits, the results files and the papers' findings as verdicts.
 
 Public names: :class:`ConformalClassifier`, :func:`make_conformal`, :func:`conformal_from_json`, :data:`SCORES`,
-:class:`ConformalError`. docs/library.md, "Prediction sets", shows them at work.
+:class:`ConformalError`. docs/library.md, "Prediction sets (conformal)", shows them at work.
 """
 
 from calibrepro.conformal.predictors import ConformalClassifier, conformal_from_json, make_conformal
