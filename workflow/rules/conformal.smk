@@ -4,7 +4,9 @@
 from calibrepro.steps import conformal
 
 
+# Drawing the conformal splits and gathering the rows take a second: on a cluster they run in the submitting process.
 localrules:
+    conformal_split,
     conformal,
     conformal_tables,
 

@@ -37,11 +37,10 @@ def conformal_split_step(split_path, output, *, repeats: int, calibration_fracti
 def _test_half(logits_path, split_path, conformal_path):
     """The test half's logits and labels, and each repeat's rows of it (positions in the half)."""
     from calibrepro.conformal.splits import load_conformal_splits
+    from calibrepro.splits import load_split
     from calibrepro.tasks import task_of
 
     [half] = task_of("classification").halves(logits_path, split_path, "test")
-    from calibrepro.splits import load_split
-
     _, test, labels = load_split(split_path)
     calibration, tests = load_conformal_splits(conformal_path, labels)
     position = np.full(len(labels), -1, dtype=np.int64)
