@@ -112,3 +112,13 @@ def test_verdicts_hold_fail_and_are_not_checked():
     del cells[("d", "m1", "uncalibrated", "aps", 0.1)], cells[("d", "m2", "uncalibrated", "aps", 0.1)]
     claims = {claim.finding: claim for claim in conformal_claims(cells)}
     assert claims["enlarges"].verdict == "not checked: no APS/RAPS rows of uncalibrated and temperature_scaling"
+
+
+def test_coverage_check_names_the_cells_outside_the_finite_sample_range():
+    from calibrepro.conformal.claims import coverage_check
+
+    base = {"bound_low": 0.9, "bound_high": 0.91}
+    cells = {("d", "m", "a", "lac", 0.1): {**base, "coverage_low": 0.89, "coverage_high": 0.905},
+             ("d", "m", "b", "lac", 0.1): {**base, "coverage_low": 0.92, "coverage_high": 0.95},
+             ("d", "m", "c", "aps", 0.1): {**base, "coverage_low": 0.85, "coverage_high": 0.899}}
+    assert coverage_check(cells) == (3, [("d", "m", "b", "lac", 0.1), ("d", "m", "c", "aps", 0.1)])

@@ -88,6 +88,16 @@ def check_finding(cells: Mapping, dataset: str, models: list[str], method: str, 
     return "; ".join(parts), verdict
 
 
+def coverage_check(cells: Mapping) -> tuple[int, list[tuple]]:
+    """The guarantee checked on every cell: the mean coverage's 95 % interval over the repeats (``coverage_low``,
+    ``coverage_high``) overlaps the finite-sample range ``[bound_low, bound_high]`` (Vovk et al. 2005; for scores
+    without ties). Returns the number of cells and the keys of those that miss it (ties and the deterministic
+    scores over-cover: histogram binning's steps, saturated probabilities)."""
+    misses = [key for key, values in cells.items()
+              if values["coverage_high"] < values["bound_low"] or values["coverage_low"] > values["bound_high"]]
+    return len(cells), misses
+
+
 def conformal_claims(cells: Mapping) -> list[ConformalClaim]:
     """Every finding for every calibrator on every data set of ``cells`` (:func:`calibrepro.conformal.results.
     read_conformal`), the papers' calibrator first."""
