@@ -122,3 +122,20 @@ def test_coverage_check_names_the_cells_outside_the_finite_sample_range():
              ("d", "m", "b", "lac", 0.1): {**base, "coverage_low": 0.92, "coverage_high": 0.95},
              ("d", "m", "c", "aps", 0.1): {**base, "coverage_low": 0.85, "coverage_high": 0.899}}
     assert coverage_check(cells) == (3, [("d", "m", "b", "lac", 0.1), ("d", "m", "c", "aps", 0.1)])
+
+
+def test_small_test_halves_leave_out_an_alpha_and_stratification_with_a_warning(tmp_path):
+    logits, split, splits, part = tmp_path / "m.npz", tmp_path / "s.npz", tmp_path / "c.npz", tmp_path / "m.csv"
+    labels = np.r_[np.repeat([0, 1, 2], 10), [3, 3]]  # class 3: one sample in the test half
+    synthetic_logits(logits, k=4, labels=labels, seed=3)
+    calibration.split_step(logits, 0.5, 0, split, dataset="d")
+    calibrators = {"uncalibrated": tmp_path / "u.json"}
+    calibration.fit_step(logits, split, calibrators)
+    conformal.conformal_split_step(split, splits, repeats=3, calibration_fraction=0.5, seed=0, dataset="d",
+                                   log=tmp_path / "split.log")
+    assert "the conformal splits are NOT stratified" in (tmp_path / "split.log").read_text()
+    conformal.conformal_step(logits, split, splits, part, calibrators=calibrators, dataset="d", model="m",
+                             log=tmp_path / "sets.log", **{**SETTINGS, "alphas": [0.2, 0.05]})
+    assert {key[4] for key in read_conformal(part)} == {0.2}  # 8 conformal calibration samples: 0.05 needs 19
+    assert "d/m: alpha 0.05 LEFT OUT: 8 conformal calibration samples are too few (at least 19" in \
+        (tmp_path / "sets.log").read_text()

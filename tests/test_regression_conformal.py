@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from calibrepro.regression.conformal import read_intervals, repeat_halves, write_interval_tables
 from calibrepro.regression.predictions import Predictions, part_of, save_predictions
 from calibrepro.regression.steps import conformal_step
-from calibrepro.conformal import ConformalError
 
 RECALIBRATORS = ["uncalibrated", "isotonic_two_sided", "std_scaling"]
 
@@ -53,10 +51,11 @@ def test_conformal_intervals_cover_and_recalibration_sits_beside(tmp_path):
     assert tex.read_text().count(r"\begin{tabular}") == 2
 
 
-def test_too_few_test_rows_for_alpha_say_so(tmp_path):
+def test_an_alpha_too_small_for_the_test_part_is_left_out_with_a_warning(tmp_path):
     path = tmp_path / "split0.npz"
-    predictions_file(path, n=40)
-    with pytest.raises(ConformalError, match=r"^d/m, split 0: the test part's conformal half: 10 calibration samples "
-                                             r"are too few for alpha 0\.05"):
-        conformal_step([("d", "m", 0, str(path))], tmp_path / "c.csv", recalibrators={"d": ["uncalibrated"]},
-                       alphas=[0.05], repeats=2, seed=0)
+    predictions_file(path, n=40)  # a test part of 20: halves of 10
+    log = tmp_path / "c.log"
+    conformal_step([("d", "m", 0, str(path))], tmp_path / "c.csv", recalibrators={"d": ["uncalibrated"]},
+                   alphas=[0.1, 0.05], repeats=2, seed=0, log=log)
+    assert {key[3] for key in read_intervals(tmp_path / "c.csv")} == {0.1}
+    assert "d/m, split 0: alpha 0.05 LEFT OUT: half the test part is too few samples for it" in log.read_text()

@@ -62,10 +62,11 @@ def test_demo_runs_end_to_end_and_reruns_byte_identical(tmp_path):
     # the run ends by saying where its outputs are
     summary = result.stderr[result.stderr.index("calibrepro: finished. Outputs:"):]
     assert "results/demo/metrics.csv" in summary and "reports/demo/reproduction.md" in summary
-    # 11 metrics x (md, tex), ranks, size study, fitted parameters (md, tex)
+    # 11 metrics x (md, tex), ranks, size study, fitted parameters (md, tex), conformal (md, tex); the figures:
+    # 6 reliability diagrams, the named one, the CD diagram, the size study, the conformal sweep (png, pdf)
     tables = sum(1 for _ in (tmp_path / "reports/demo/tables").iterdir())
     figures = sum(1 for path in (tmp_path / "reports/demo/figures").rglob("*") if path.is_file())
-    assert (tables, figures) == (26, 18)
+    assert (tables, figures) == (28, 20)
     assert "results/demo/parameters.csv" in summary and "results/demo/regression/parameters.csv" in summary
     assert f"reports/demo/tables/  ({tables} files)" in summary and f"reports/demo/figures/  ({figures} files)" in summary
     # every step's log says what it did: the logits step's check of its archive, each fit, each metric
@@ -329,15 +330,16 @@ def test_a_configuration_reports_only_its_own_outputs(tmp_path):
     result = run_snakemake(tmp_path, "--configfile", str(config))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "calibrepro: removed 2 output(s) of an earlier run" in result.stderr
-    byo_tables = ["ece.md", "ece.tex", "parameters.md", "parameters.tex", "ranks.md"]  # ranks: uncertainty is on by default
+    byo_tables = ["conformal.md", "conformal.tex", "ece.md", "ece.tex", "parameters.md", "parameters.tex",
+                  "ranks.md"]  # ranks: uncertainty is on by default; conformal: on by default
     assert sorted(p.name for p in (tmp_path / "reports/byo/tables").iterdir()) == byo_tables
-    assert "reports/byo/tables/  (5 files)" in result.stderr
+    assert "reports/byo/tables/  (7 files)" in result.stderr
     # another configuration in the same folder: folders of its own, the first one's left alone
     other = write_config(tmp_path / "other.yaml", {"models": {"theirs": models}, "metrics": ["nll"]})
     result = run_snakemake(tmp_path, "--configfile", str(other))
     assert result.returncode == 0, result.stderr[-3000:]
     summary = result.stderr[result.stderr.index("calibrepro: finished. Outputs:"):]
-    assert "reports/other/tables/  (5 files)" in summary and "byo" not in summary
+    assert "reports/other/tables/  (7 files)" in summary and "byo" not in summary
     assert sorted(p.name for p in (tmp_path / "reports/byo/tables").iterdir()) == byo_tables
     assert set(pd.read_csv(tmp_path / "results/other/metrics.csv")["dataset"]) == {"theirs"}
 

@@ -44,6 +44,26 @@ def make_conformal_splits(labels: np.ndarray, test_half: np.ndarray, repeats: in
     return np.stack(calibration), np.stack(test)
 
 
+def random_conformal_splits(test_half: np.ndarray, repeats: int, fraction: float, seed: int
+                            ) -> tuple[np.ndarray, np.ndarray]:
+    """The conformal splits without stratification (a test half with a class of one sample cannot be stratified):
+    repeat ``r`` a permutation of ``test_half`` seeded with ``(seed, r)``, its first ``round(fraction * m)`` rows the
+    conformal calibration part."""
+    test_half = np.asarray(test_half, dtype=np.int64)
+    size = min(max(1, round(fraction * len(test_half))), len(test_half) - 1)
+    orders = [np.random.default_rng([int(seed), repeat]).permutation(test_half) for repeat in range(repeats)]
+    return np.stack([order[:size] for order in orders]), np.stack([order[size:] for order in orders])
+
+
+def usable_alphas(n: int, alphas) -> tuple[list[float], list[float]]:
+    """``(usable, too small)``: the alphas whose threshold exists with ``n`` conformal calibration samples
+    (``ceil((n + 1)(1 - alpha)) <= n``), and those for which every set would be every label."""
+    from calibrepro.conformal.scores import quantile_index
+
+    usable = [alpha for alpha in alphas if quantile_index(n, alpha) <= n]
+    return usable, [alpha for alpha in alphas if alpha not in usable]
+
+
 def save_conformal_splits(path: str | Path, calibration: np.ndarray, test: np.ndarray, labels: np.ndarray) -> None:
     """Write a conformal splits file (module docstring), atomically."""
     with atomic_path(path) as tmp, open(tmp, "wb") as handle:

@@ -56,8 +56,10 @@ def _central(predictive, alpha: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def interval_rows(task, predictions_path, recalibrators: Sequence[str], *, dataset: str, model: str, split: int,
-                  alphas: Sequence[float], repeats: int, seed: int) -> list[tuple]:
-    """The rows of one regressor's split (module docstring); ``task``: the regression task of :mod:`calibrepro.tasks`."""
+                  alphas: Sequence[float], repeats: int, seed: int) -> tuple[list[tuple], list[float]]:
+    """The rows of one regressor's split (module docstring) and the alphas left out: those its test part's half is
+    too small for (every interval would be unbounded); ``task``: the regression task of :mod:`calibrepro.tasks`."""
+    from calibrepro.conformal.splits import usable_alphas
     from calibrepro.tasks import fit_calibrator
 
     calibration, test = task.halves(predictions_path, None, "calibration", "test")
@@ -67,6 +69,7 @@ def interval_rows(task, predictions_path, recalibrators: Sequence[str], *, datas
     with np.errstate(divide="ignore", invalid="ignore"):
         normalised = np.where(sigma > 0, residual / sigma, np.where(residual > 0, np.inf, 0.0))
     halves = repeat_halves(len(y), repeats, seed, split)
+    alphas, left_out = usable_alphas(len(y) // 2, alphas)
     where = f"{dataset}/{model}, split {split}: the test part's conformal half"
     fitted = {method: fit_calibrator(task, method, calibration) for method in recalibrators}
     rows = []
@@ -87,7 +90,7 @@ def interval_rows(task, predictions_path, recalibrators: Sequence[str], *, datas
             for index, metric in enumerate(("coverage", "width")):
                 mean = math.fsum(pair[index] for pair in pairs) / len(pairs)
                 rows.append((dataset, model, split, method, float(alpha), metric, mean))
-    return rows
+    return rows, left_out
 
 
 def write_intervals(path, rows) -> None:

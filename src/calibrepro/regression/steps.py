@@ -113,7 +113,11 @@ def conformal_step(cells: Sequence[tuple[str, str, int, str]], output, *, recali
     with step_log(log) as logger:
         task, rows = task_of("regression"), []
         for dataset, model, split, path in cells:
-            rows += interval_rows(task, path, recalibrators[dataset], dataset=dataset, model=model, split=split,
-                                  alphas=alphas, repeats=repeats, seed=seed)
+            found, left_out = interval_rows(task, path, recalibrators[dataset], dataset=dataset, model=model,
+                                            split=split, alphas=alphas, repeats=repeats, seed=seed)
+            rows += found
+            for alpha in left_out:
+                logger.warning("%s/%s, split %d: alpha %g LEFT OUT: half the test part is too few samples for it "
+                               "(every interval would be unbounded)", dataset, model, split, alpha)
         write_intervals(output, rows)
         logger.info("conformal intervals of %d regressor splits, %d rows -> %s", len(cells), len(rows), output)

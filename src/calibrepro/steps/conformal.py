@@ -10,6 +10,7 @@ probabilities (read once, each row sorted once per calibrator).
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Mapping, Sequence
 
@@ -22,13 +23,18 @@ from calibrepro.workers import offload
 def conformal_split_step(split_path, output, *, repeats: int, calibration_fraction: float, seed: int, dataset: str,
                          log=None) -> None:
     """Draw the ``repeats`` conformal splits of the test half of ``split_path``."""
-    from calibrepro.conformal.splits import make_conformal_splits, save_conformal_splits
+    from calibrepro.conformal.scores import ConformalError
+    from calibrepro.conformal.splits import make_conformal_splits, random_conformal_splits, save_conformal_splits
     from calibrepro.splits import load_split
 
     with step_log(log) as logger:
         _, test, labels = load_split(split_path)
-        calibration, tests = make_conformal_splits(labels, test, repeats, calibration_fraction, seed,
-                                                   where=f"data set {dataset!r}")
+        try:
+            calibration, tests = make_conformal_splits(labels, test, repeats, calibration_fraction, seed,
+                                                       where=f"data set {dataset!r}")
+        except ConformalError as error:
+            logger.warning("%s; the conformal splits are NOT stratified (seeded random halves instead)", error)
+            calibration, tests = random_conformal_splits(test, repeats, calibration_fraction, seed)
         save_conformal_splits(output, calibration, tests, labels)
         logger.info("%d conformal splits of the %d-sample test half of %s: %d calibration, %d test -> %s", repeats,
                     len(test), split_path, calibration.shape[1], tests.shape[1], output)
@@ -48,6 +54,19 @@ def _test_half(logits_path, split_path, conformal_path):
     return half, position[calibration], position[tests]
 
 
+def _usable(alphas, n: int, logger, where: str) -> list[float]:
+    """The alphas a conformal calibration part of ``n`` samples supports; the others are left out with a warning
+    (their sets would hold every label: :func:`calibrepro.conformal.scores.threshold`)."""
+    from calibrepro.conformal.splits import usable_alphas
+
+    usable, too_small = usable_alphas(n, alphas)
+    for alpha in too_small:
+        logger.warning("%s: alpha %g LEFT OUT: %d conformal calibration samples are too few (at least %d: every set "
+                       "would be every label); use more samples or a larger alpha", where, alpha, n,
+                       math.ceil(round(1 / alpha - 1, 9)))
+    return usable
+
+
 @offload
 def conformal_step(logits_path, split_path, conformal_path, output, *, calibrators: Mapping[str, str],
                    dataset: str, model: str, scores: Sequence[str], alphas: Sequence[float], randomized: bool,
@@ -61,6 +80,7 @@ def conformal_step(logits_path, split_path, conformal_path, output, *, calibrato
 
     with step_log(log) as logger:
         half, calibration, tests = _test_half(logits_path, split_path, conformal_path)
+        alphas = _usable(alphas, calibration.shape[1], logger, f"{dataset}/{model}")
         rows = []
         for method, path in calibrators.items():
             start = time.perf_counter()
@@ -111,6 +131,7 @@ def conformal_figure_step(logits_path, split_path, conformal_path, sweep_output,
 
     with step_log(log) as logger:
         half, calibration, tests = _test_half(logits_path, split_path, conformal_path)
+        alphas = _usable(alphas, calibration.shape[1], logger, f"{dataset}/{model}")
         rows = temperature_sweep(half.inputs, half.targets, calibration, tests, TEMPERATURES, scores=scores,
                                  alphas=alphas, randomized=randomized, penalty=penalty, k_reg=k_reg, seed=seed)
         write_sweep(sweep_output, rows)
