@@ -2,13 +2,16 @@
 
 Writes synthetic logits for 13 CIFAR-10-like (K=10, N=10,000), 15 CIFAR-100-like (K=100,
 N=10,000) and 4 ImageNet-like (K=1000, N=50,000) models as `source: logits` models, then runs
-the real workflow (local profile) twice: once to `results/bench/metrics.csv` plus all tables (the
+the real workflow (local profile): once to `results/bench/metrics.csv` plus all tables (the
 appendix: six columns, all metrics, one seed, and the bootstrap intervals and paired comparisons the
-tables mark), once more for the reliability diagrams.
+tables mark), then the conformal part (`conformal.csv` and its tables: 3 scores, 2 alphas, 10 repeats
+for every model and calibrator), once more for the reliability diagrams, the conformal figures and the
+reproduction report.
 
     .venv/bin/python benchmarks/bench_pipeline.py [--workdir DIR] [--cores 2] [--small] [--no-intervals]
 
-`--small` uses 2 + 2 + 1 models for a quick check; `--no-intervals` leaves out the bootstrap.
+`--small` uses 2 + 2 + 1 models for a quick check; `--no-intervals` leaves out the bootstrap;
+`--no-conformal` the conformal part (`conformal.enabled: false`).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ def write_logits(path: Path, k: int, n: int, seed: int) -> None:
     np.savez(path, logits=logits * 2.5, labels=labels.astype(np.int64))
 
 
-def make_config(workdir: Path, small: bool, intervals: bool) -> Path:
+def make_config(workdir: Path, small: bool, intervals: bool, conformal: bool = True) -> Path:
     models = {}
     for dataset, (count, k, n) in SHAPES.items():
         count = min(count, 1 if k == 1000 else 2) if small else count
@@ -55,7 +58,8 @@ def make_config(workdir: Path, small: bool, intervals: bool) -> Path:
                 write_logits(path, k, n, seed=1000 * k + index)
             models[dataset][f"model{index:02d}"] = {"source": "logits", "path": str(path)}
     config = workdir / "bench.yaml"
-    settings = {"models": models, **({} if intervals else {"uncertainty": {"enabled": False}})}
+    settings = {"models": models, **({} if intervals else {"uncertainty": {"enabled": False}}),
+                **({} if conformal else {"conformal": {"enabled": False}})}
     config.write_text(yaml.safe_dump(settings, sort_keys=False))
     return config
 
@@ -72,6 +76,7 @@ TABLES = [
     for metric in ["accuracy", "brier", "ece", "mce", "nll", "classwise_ece", "ece_equal_mass", "mce_equal_mass", "ece_l2"]
     for ext in ("md", "tex")
 ]
+CONFORMAL = [LAYOUT.conformal, LAYOUT.table("conformal", "md"), LAYOUT.table("conformal", "tex")]
 
 
 def busy_cpu_seconds() -> float:
@@ -114,10 +119,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="runs per configuration (best is reported)")
     parser.add_argument("--no-intervals", action="store_true",
                         help="without the bootstrap intervals and paired comparisons (uncertainty.enabled: false)")
+    parser.add_argument("--no-conformal", action="store_true", help="without the conformal part (conformal.enabled: "
+                        "false)")
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="calibrepro-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    config = make_config(workdir, args.small, intervals=not args.no_intervals)
+    config = make_config(workdir, args.small, intervals=not args.no_intervals, conformal=not args.no_conformal)
     models = yaml.safe_load(config.read_text())["models"]
     count = sum(len(names) for names in models.values())
     # Caching the logits (copying the .npz files) is not part of the appendix's work.
@@ -127,23 +134,32 @@ def main() -> None:
     names = ["profile"] + ["plain"] * args.plain + ["no-threads"] * args.no_threads
     appendix: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
     figures: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
+    conformal: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
     for round_ in range(args.repeat):
         # alternating, and in reverse order every other round, so that a change of the machine's load
         # hits every column alike
         for name in names if round_ % 2 == 0 else names[::-1]:
             clear_after_logits(workdir)
             appendix[name].append(snakemake(workdir, config, args.cores, CONFIGURATIONS[name], LAYOUT.metrics, *TABLES))
+            if not args.no_conformal:
+                conformal[name].append(snakemake(workdir, config, args.cores, CONFIGURATIONS[name], *CONFORMAL))
             figures[name].append(snakemake(workdir, config, args.cores, CONFIGURATIONS[name]))
     print(f"models: {count}; cores: {args.cores}; workdir: {workdir}; best of {args.repeat}; "
           f"load average before: {load[0]:.1f}, after: {os.getloadavg()[0]:.1f}")
     print(f"{'seconds, wall (CPU)':<56}" + "".join(f"{name:>16}" for name in names))
     work = "6 calibrators, all metrics" + ("" if args.no_intervals else ", B = 1000 intervals")
-    for label, times in [(f"appendix ({work}, tables)", appendix),
-                         ("then reliability diagrams and reproduction report", figures)]:
+    rows = [(f"appendix ({work}, tables)", appendix)]
+    if not args.no_conformal:
+        rows.append(("then the conformal part (3 scores, 2 alphas, 10 repeats)", conformal))
+    for label, times in rows + [("then reliability diagrams and reproduction report", figures)]:
         print(f"{label:<56}" + "".join(f"{'%.1f (%.1f)' % min(times[name]):>16}" for name in names))
     if args.repeat > 1:
         print(f"{'appendix, median wall (CPU)':<56}"
               + "".join(f"{'%.1f (%.1f)' % sorted(appendix[name])[len(appendix[name]) // 2]:>16}" for name in names))
+    if not args.no_conformal:
+        for name in names:
+            share = min(conformal[name])[0] / min(appendix[name])[0]
+            print(f"conformal part / appendix, wall, {name}: {share:.2f} (issue 39's target: at most 0.25)")
     fastest = min(names, key=lambda name: min(appendix[name]))
     for name in names:
         ratio = min(appendix[name])[0] / min(appendix[fastest])[0]

@@ -29,7 +29,8 @@ def test_regression_only_config_runs_only_regression_and_reruns_byte_identically
     assert len(metrics) == 4 * 4 * 2 * 9  # models x recalibrators x splits x metrics
     tables = sorted(path.name for path in (reports / "tables").iterdir())
     assert "msce_one_sided.md" in tables and "metric_crps.tex" in tables and "parameters.md" in tables
-    assert len(tables) == 2 * (4 + 9 + 1)  # the seed's four, one per metric, the fitted parameters'
+    assert len(tables) == 2 * (4 + 9 + 1 + 1)  # the seed's four, one per metric, the fitted parameters', conformal
+    assert "conformal.md" in tables and (results / "regression/conformal.csv").is_file()
     assert (results / "regression/parameters.csv").read_text().startswith("dataset,model,method,split,parameter,value")
     figures = sorted(path.relative_to(reports / "figures").as_posix() for path in (reports / "figures").rglob("*.png"))
     assert figures == [f"reliability/diabetes/{model}.png" for model in sorted(MODELS)]

@@ -221,7 +221,8 @@ def rule_of(slurm_log: str) -> str:
 def demo_config(tmp_path_factory) -> str:
     """The embedded demo's first three trained models with the thesis's six calibrators, without the
     ensemble, the dropout models, the regression part (its own, smaller run: :func:`regression_runs`), the
-    full-matrix methods, the intervals and the size study: the rules a thesis run sends to Slurm."""
+    full-matrix methods, the intervals, the size study and the conformal part: the rules a thesis run sends to
+    Slurm."""
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     for model in ("ensemble", "mlp_dropout", "mlp_mc_dropout"):
         config["models"]["digits"].pop(model)
@@ -229,6 +230,7 @@ def demo_config(tmp_path_factory) -> str:
     config["calibrators"] = config["size_study"]["methods"]
     config.pop("calibrator_options")
     config["uncertainty"]["enabled"] = config["size_study"]["enabled"] = False
+    config["conformal"] = {"enabled": False}  # its jobs: tests/test_conformal_pipeline.py, the demo test
     config["report"].update(mark_ties=False, reliability_intervals=False)
     return str(write_config(tmp_path_factory.mktemp("config") / "demo.yaml", config))
 
@@ -335,7 +337,8 @@ def regression_runs(slurm_cluster, tmp_path_factory):
     regression = {"diabetes": {"source": "diabetes", "splits": 1,
                                "models": {"aleatoric": {"passes": 10, "epochs": 20, "hidden": 16}}}}
     config = str(write_config(tmp_path_factory.mktemp("config") / "reg.yaml",
-                              {"regression": regression, "uncertainty": {"bootstrap": 50}}))
+                              {"regression": regression, "uncertainty": {"bootstrap": 50},
+                               "conformal": {"enabled": False}}))
     local = tmp_path_factory.mktemp("reg_local")
     run = run_snakemake(local, "--configfile", config, profiles=LOCAL_PROFILE)
     assert run.returncode == 0, f"the local regression run failed:\n{run.tail()}"

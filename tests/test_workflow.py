@@ -62,10 +62,11 @@ def test_demo_runs_end_to_end_and_reruns_byte_identical(tmp_path):
     # the run ends by saying where its outputs are
     summary = result.stderr[result.stderr.index("calibrepro: finished. Outputs:"):]
     assert "results/demo/metrics.csv" in summary and "reports/demo/reproduction.md" in summary
-    # 11 metrics x (md, tex), ranks, size study, fitted parameters (md, tex)
+    # 11 metrics x (md, tex), ranks, size study, fitted parameters (md, tex), conformal (md, tex); the figures:
+    # 6 reliability diagrams, the named one, the CD diagram, the size study, the conformal sweep (png, pdf)
     tables = sum(1 for _ in (tmp_path / "reports/demo/tables").iterdir())
     figures = sum(1 for path in (tmp_path / "reports/demo/figures").rglob("*") if path.is_file())
-    assert (tables, figures) == (26, 18)
+    assert (tables, figures) == (28, 20)
     assert "results/demo/parameters.csv" in summary and "results/demo/regression/parameters.csv" in summary
     assert f"reports/demo/tables/  ({tables} files)" in summary and f"reports/demo/figures/  ({figures} files)" in summary
     # every step's log says what it did: the logits step's check of its archive, each fit, each metric
@@ -165,17 +166,21 @@ def test_demo_runs_end_to_end_and_reruns_byte_identical(tmp_path):
     # and the uncertainty outputs: intervals, comparisons, ranks with their CD diagrams, the size study
     assert all(name in bundle for name in ("intervals.csv", "comparisons.csv", "ranks.md", "cd/digits.png",
                                            "size_study.md", "size_study/digits.png"))
+    # and the conformal sets' tables and figure
+    assert all(name in bundle for name in ("conformal.md", "conformal/digits/mlp_overconfident.png"))
 
     # everything after the logits again (the trained models' logits are deterministic by their own
     # test, tests/test_zoo_demo.py): the same bytes, whichever worker process ran which step
     outputs = ["results/demo/metrics.csv", "results/demo/intervals.csv", "results/demo/size_study.csv",
-               "results/demo/parameters.csv", "results/demo/regression/parameters.csv",
+               "results/demo/parameters.csv", "results/demo/regression/parameters.csv", "results/demo/conformal.csv",
                "reports/demo/regression/tables/parameters.md",
                *sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "reports/demo/tables").iterdir())]
     first = {name: (tmp_path / name).read_bytes() for name in outputs}
-    for name in ("splits", "calibrators", "evaluations", "reliability", "bootstrap", "size_study"):
+    for name in ("splits", "calibrators", "evaluations", "reliability", "bootstrap", "size_study", "conformal_splits",
+                 "conformal"):
         shutil.rmtree(tmp_path / "results/demo" / name, ignore_errors=True)
-    for name in ("metrics.csv", "intervals.csv", "comparisons.csv", "size_study.csv", "parameters.csv"):
+    for name in ("metrics.csv", "intervals.csv", "comparisons.csv", "size_study.csv", "parameters.csv",
+                 "conformal.csv"):
         (tmp_path / "results/demo" / name).unlink()
     shutil.rmtree(tmp_path / "reports/demo")
     result = run_snakemake(tmp_path)
@@ -325,15 +330,16 @@ def test_a_configuration_reports_only_its_own_outputs(tmp_path):
     result = run_snakemake(tmp_path, "--configfile", str(config))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "calibrepro: removed 2 output(s) of an earlier run" in result.stderr
-    byo_tables = ["ece.md", "ece.tex", "parameters.md", "parameters.tex", "ranks.md"]  # ranks: uncertainty is on by default
+    byo_tables = ["conformal.md", "conformal.tex", "ece.md", "ece.tex", "parameters.md", "parameters.tex",
+                  "ranks.md"]  # ranks: uncertainty is on by default; conformal: on by default
     assert sorted(p.name for p in (tmp_path / "reports/byo/tables").iterdir()) == byo_tables
-    assert "reports/byo/tables/  (5 files)" in result.stderr
+    assert "reports/byo/tables/  (7 files)" in result.stderr
     # another configuration in the same folder: folders of its own, the first one's left alone
     other = write_config(tmp_path / "other.yaml", {"models": {"theirs": models}, "metrics": ["nll"]})
     result = run_snakemake(tmp_path, "--configfile", str(other))
     assert result.returncode == 0, result.stderr[-3000:]
     summary = result.stderr[result.stderr.index("calibrepro: finished. Outputs:"):]
-    assert "reports/other/tables/  (5 files)" in summary and "byo" not in summary
+    assert "reports/other/tables/  (7 files)" in summary and "byo" not in summary
     assert sorted(p.name for p in (tmp_path / "reports/byo/tables").iterdir()) == byo_tables
     assert set(pd.read_csv(tmp_path / "results/other/metrics.csv")["dataset"]) == {"theirs"}
 

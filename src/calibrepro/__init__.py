@@ -12,6 +12,8 @@ torch nor scikit-learn. README.md, "Use as a library", shows them at work; docs/
 * files (:mod:`calibrepro.io`, :mod:`calibrepro.splits`): :func:`load_logits`, :func:`save_logits`,
   :class:`Logits`, :func:`make_split`, :func:`save_split`, :func:`load_split`;
 * deployment (:mod:`calibrepro.deploy`): :class:`CalibratedModel`, :func:`calibration_layer`;
+* conformal prediction sets (:mod:`calibrepro.conformal`): :func:`make_conformal`, :class:`ConformalClassifier`
+  (``fit(probabilities, labels)``, ``predict(probabilities)`` -> (N, K) bool sets), :func:`conformal_from_json`;
 * regression (:mod:`calibrepro.regression`): :data:`RECALIBRATORS`, :func:`make_recalibrator`,
   :func:`recalibrator_from_json`, :func:`predictive_from_arrays`;
 * the command line's work on files (:mod:`calibrepro.commands`): :func:`fit_file`, :func:`apply_calibrator`,
@@ -43,6 +45,7 @@ _PUBLIC = {
     **dict.fromkeys(("Logits", "load_logits", "save_logits"), "calibrepro.io"),
     **dict.fromkeys(("load_split", "make_split", "save_split"), "calibrepro.splits"),
     **dict.fromkeys(("CalibratedModel", "calibration_layer"), "calibrepro.deploy"),
+    **dict.fromkeys(("ConformalClassifier", "conformal_from_json", "make_conformal"), "calibrepro.conformal"),
     **dict.fromkeys(("RECALIBRATORS", "make_recalibrator", "recalibrator_from_json"),
                     "calibrepro.regression.recalibration"),
     "predictive_from_arrays": "calibrepro.regression.distributions",

@@ -170,6 +170,34 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _conformal_fit(args: argparse.Namespace) -> int:
+    from calibrepro.commands import conformal_fit_file
+
+    options = {"randomized": args.randomized, "random_state": args.seed}
+    options.update({key: value for key, value in (("penalty", args.penalty), ("k_reg", args.k_reg)) if value is not None})
+    conformal, inputs, calibrator = conformal_fit_file(args.file, args.output, score=args.score, alpha=args.alpha,
+                                                       calibrator=args.calibrator, split=args.split, half=args.half,
+                                                       **options)
+    kind = "randomised" if args.randomized and args.score != "lac" else "non-randomised"
+    calibrated = f"{calibrator.method} ({args.calibrator})" if calibrator is not None else "uncalibrated softmax"
+    print(f"conformal {args.score} ({kind}), alpha {conformal.alpha:g}: threshold {conformal.threshold_:.6g} from "
+          f"{len(inputs.half.targets)} samples ({_where(args.file, args.half)}, {calibrated}) -> {args.output}")
+    return 0
+
+
+def _conformal_predict(args: argparse.Namespace) -> int:
+    from calibrepro.commands import conformal_predict_file
+
+    arrays = conformal_predict_file(args.conformal, args.file, args.output, split=args.split, half=args.half)
+    sets = arrays["sets"]
+    line = f"{args.output}: prediction sets of {len(sets)} rows of {_where(args.file, args.half)}"
+    if "labels" in arrays:
+        covered = sets[range(len(sets)), arrays["labels"]]
+        line += f"; coverage {covered.mean():.4f}, mean set size {sets.sum(axis=1).mean():.4g}"
+    print(line)
+    return 0
+
+
 def _logits(args: argparse.Namespace) -> int:
     from calibrepro.zoo import LogitsRequest, get_source
 
@@ -346,6 +374,62 @@ def _calibration_commands(commands) -> None:
     evaluate.add_argument("-o", "--output", help="also write the values as CSV")
 
 
+def _conformal_commands(commands) -> None:
+    """``conformal fit`` and ``conformal predict`` (:mod:`calibrepro.commands`, :mod:`calibrepro.conformal`)."""
+    from calibrepro.conformal import SCORES
+    from calibrepro.conformal.predictors import RAPS_K_REG, RAPS_PENALTY
+
+    conformal = add_command(
+        commands,
+        "conformal",
+        None,
+        "prediction sets with guaranteed coverage (split conformal: LAC, APS, RAPS) from a model's logits, "
+        "calibrated first by a fitted calibrator or not",
+        "calibrepro conformal fit --score aps --alpha 0.1 cal.npz --calibrator ts.json -o cp.json",
+        "calibrepro conformal predict cp.json new.npz -o sets.npz",
+    )
+    steps = conformal.add_subparsers(dest="conformal_command", required=True, metavar="STEP")
+    fit = add_command(
+        steps,
+        "fit",
+        _conformal_fit,
+        "fit the threshold of a conformal classifier on a calibration set's logits and save it as JSON",
+        "calibrepro conformal fit --score aps --alpha 0.1 cal.npz -o cp.json",
+        "calibrepro conformal fit --score raps --alpha 0.05 cal.npz --calibrator ts.json --no-randomized -o cp.json",
+        details=f"Scores: {'; '.join(f'{name}: {text}' for name, text in SCORES.items())}. The threshold is the "
+        "ceil((n + 1)(1 - alpha))-th smallest calibration score; sets hold the label with probability at least "
+        "1 - alpha on data exchangeable with the calibration set, which must be other data than the calibrator was "
+        "fitted on. APS and RAPS are randomised by default (coverage in [1 - alpha, 1 - alpha + 1/(n + 1)]); "
+        "--no-randomized gives the deterministic sets (TorchCP's randomized=False), which over-cover.",
+    )
+    _inputs(fit, "the calibration set's logits (all of them, or --split/--half)")
+    fit.add_argument("--score", choices=list(SCORES), default="aps", help="the conformity score (default aps)")
+    fit.add_argument("--alpha", type=float, default=0.1, help="miscoverage level: sets hold the label with "
+                     "probability at least 1 - alpha (default 0.1)")
+    fit.add_argument("--calibrator", help="a fitted calibrator's .json (calibrepro fit) to apply to the logits first; "
+                     "it is stored in the output and applied by predict")
+    fit.add_argument("--no-randomized", dest="randomized", action="store_false",
+                     help="the non-randomised APS/RAPS (default: randomised)")
+    fit.add_argument("--penalty", type=float, help=f"RAPS's lambda (default {RAPS_PENALTY})")
+    fit.add_argument("--k-reg", type=int, help=f"RAPS's k_reg (default {RAPS_K_REG})")
+    fit.add_argument("--seed", type=int, default=0, help="seed of the randomised scores' draws (default 0)")
+    fit.add_argument("-o", "--output", required=True, help="the conformal classifier's .json to write")
+
+    predict = add_command(
+        steps,
+        "predict",
+        _conformal_predict,
+        "prediction sets of new logits under a fitted conformal classifier (its calibrator applied first)",
+        "calibrepro conformal predict cp.json new.npz -o sets.npz",
+        details="Writes (numpy.load(path)): 'sets' (N, K) bool, 'rows' (their rows in the input), 'labels' when the "
+        "input has them, 'metadata' (JSON: score, alpha, files). With labels, prints the coverage and the mean set "
+        "size.",
+    )
+    predict.add_argument("conformal", help="a conformal classifier's .json (calibrepro conformal fit)")
+    _inputs(predict, "the logits to predict sets for (labels optional)")
+    predict.add_argument("-o", "--output", required=True, help="the .npz to write")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="calibrepro",
@@ -357,6 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _calibration_commands(commands)
+    _conformal_commands(commands)
 
     check = add_command(
         commands,

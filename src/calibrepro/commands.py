@@ -38,7 +38,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from calibrepro import bootstrap
-from calibrepro.io import atomic_path, load_logits, write_csv, write_json
+from calibrepro.io import atomic_path, load_logits, read_json, write_csv, write_json
 from calibrepro.tasks import (
     TASKS, CalibratorFileError, Half, Task, fit_calibrator, fitted_json, read_calibrator, task_of,
 )
@@ -388,3 +388,69 @@ def read_config(path) -> dict:
         raise InputFileError(f"--config {path}: not a configuration (a YAML mapping of keys, config/README.md)")
     return validate_config(config, load_schema(SCHEMA))
 
+
+
+def _probabilities_of(inputs: Inputs, calibrator) -> np.ndarray:
+    """The probabilities of logits ``inputs`` under a fitted ``calibrator`` (None: the model's own softmax, the
+    pipeline's ``uncalibrated`` probabilities)."""
+    if inputs.task.name != "classification":
+        raise InputFileError(f"{inputs.source['file']}: conformal prediction sets take {_LOGITS}")
+    if calibrator is None:
+        from calibrepro.calibrators.base import softmax
+
+        return softmax(inputs.half.inputs, "float32").astype(np.float64)
+    return inputs.task.predict(calibrator, inputs.half)
+
+
+def conformal_fit_file(path, output, *, score: str, alpha: float, calibrator=None, split=None,
+                       half: str | None = None, **options):
+    """Fit a conformal classifier (:mod:`calibrepro.conformal`) on the logits in ``path`` (or their ``half``),
+    calibrated first by the fitted ``calibrator`` file when given, and write it to ``output``; return
+    ``(classifier, inputs, calibrator or None)``.
+
+    The file holds the classifier's ``to_json()``, ``calibration_samples`` and ``calibrator``: the calibrator's
+    own JSON (or null), which :func:`conformal_predict_file` applies before the sets, as here."""
+    from calibrepro.conformal import make_conformal
+
+    inputs = read_inputs(path, split=split, half=half)
+    fitted = load_for(calibrator, inputs) if calibrator is not None else None
+    probabilities = _probabilities_of(inputs, fitted)
+    where = _where_of(inputs)
+    conformal = make_conformal(score, alpha, **options).fit(probabilities, inputs.half.targets, where=where)
+    write_json(output, {**fitted_json(conformal, inputs.half),
+                        "calibrator": None if fitted is None else fitted.to_json()})
+    return conformal, inputs, fitted
+
+
+def _where_of(inputs: Inputs) -> str:
+    source = inputs.source
+    return f"the {source['half']} half of {source['file']}" if source["half"] else source["file"]
+
+
+def conformal_predict_file(conformal_path, path, output, *, split=None, half: str | None = None) -> dict:
+    """Write the prediction sets of the logits in ``path`` (or their ``half``) under the conformal classifier file
+    ``conformal_path`` (its calibrator applied first): ``sets`` (N, K) bool, ``rows``, ``labels`` where the input
+    has them, ``metadata`` (JSON); return the arrays written."""
+    from calibrepro.conformal import conformal_from_json
+
+    inputs = read_inputs(path, split=split, half=half, labels=False)
+    fix = "give the file that calibrepro conformal fit wrote"
+    try:
+        data = read_json(conformal_path)
+        conformal = conformal_from_json(data)
+        stored = data.get("calibrator")
+        fitted = None if stored is None else task_of("classification").calibrator_from_json(stored)
+    except FileNotFoundError:
+        raise InputFileError(f"{conformal_path}: no such file; {fix}") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise InputFileError(f"{conformal_path}: not a conformal classifier file ({error}); {fix}") from None
+    sets = conformal.predict(_probabilities_of(inputs, fitted), where=_where_of(inputs))
+    arrays = {"sets": sets, "rows": inputs.rows}
+    if inputs.half.targets is not None:
+        arrays["labels"] = inputs.half.targets
+    metadata = {"score": conformal.score, "alpha": conformal.alpha, "conformal": str(conformal_path),
+                "calibrator": None if fitted is None else fitted.method, **inputs.source}
+    arrays["metadata"] = np.asarray(json.dumps(metadata, sort_keys=True))
+    with atomic_path(output) as tmp, open(tmp, "wb") as handle:
+        np.savez(handle, **arrays)
+    return arrays

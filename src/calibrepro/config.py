@@ -201,6 +201,19 @@ def _check_cross_references(config: dict) -> None:
         dataset, model = target.split("/", 1)
         if model not in models.get(dataset, {}):
             raise ConfigError(f"report.figures.{name}: {target} is not a configured model (models.{dataset}.{model})")
+    conformal = config["conformal"]
+    if conformal["figures"] is None:  # default: the first model of each data set
+        conformal["figures"] = [f"{dataset}/{next(iter(entries))}" for dataset, entries in models.items() if entries]
+    for target in conformal["figures"]:
+        dataset, model = model_target(target)
+        if model not in models.get(dataset, {}):
+            raise ConfigError(f"conformal.figures: {target} is not a configured model (models.{dataset}.{model})")
+
+
+def model_target(target: str) -> tuple[str, str]:
+    """``(dataset, model)`` of a ``dataset/model`` entry (``report.figures``, ``conformal.figures``)."""
+    dataset, model = target.split("/", 1)
+    return dataset, model
 
 
 def _check_ensembles(config: dict) -> None:

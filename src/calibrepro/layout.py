@@ -99,6 +99,29 @@ class Layout:
     def size_study(self) -> str:
         return f"{self.results}/size_study.csv"
 
+    # --- results: conformal prediction sets ------------------------------------------------------
+
+    def conformal_splits(self, dataset: str, seed) -> str:
+        """The repeated conformal splits of a data set's test half (``calibrepro.conformal.splits``)."""
+        return f"{self.results}/conformal_splits/{dataset}/seed{seed}.npz"
+
+    def conformal_part(self, dataset: str, model: str, seed) -> str:
+        """One model's rows of ``conformal.csv`` (``calibrepro.conformal.results``)."""
+        return f"{self.results}/conformal/{dataset}/{model}/seed{seed}.csv"
+
+    def conformal_sweep(self, dataset: str, model: str) -> str:
+        """One model's mean set size and CovGap against the temperature (its figure's numbers, first split seed)."""
+        return f"{self.results}/conformal/{dataset}/{model}/sweep.csv"
+
+    @property
+    def conformal(self) -> str:
+        """Every model's and calibrator's prediction-set metrics, tidy (``calibrepro.conformal.results``)."""
+        return f"{self.results}/conformal.csv"
+
+    def conformal_figure(self, dataset: str, model: str, extension: str) -> str:
+        """One model's mean set size and CovGap against the temperature (``png`` or ``pdf``)."""
+        return f"{self.figures}/conformal/{dataset}/{model}.{extension}"
+
     # --- results: logs ---------------------------------------------------------------------------
 
     @property
@@ -170,6 +193,11 @@ class Layout:
     def regression_metrics(self) -> str:
         """Every regressor's metrics, tidy: ``dataset,model,method,split,metric,value``."""
         return f"{self.results}/regression/metrics.csv"
+
+    @property
+    def regression_conformal(self) -> str:
+        """Split-conformal intervals beside each recalibrator's, tidy (``calibrepro.regression.conformal``)."""
+        return f"{self.results}/regression/conformal.csv"
 
     @property
     def regression_parameters(self) -> str:

@@ -15,6 +15,7 @@ from calibrepro.config import (
     ConfigError,
     load_schema,
     model_keys,
+    model_target,
     regression_keys,
     regression_models,
     run_name,
@@ -77,6 +78,9 @@ BINS = config["bins"]
 DOWNLOADS_DIR = config["downloads"]["dir"]
 UNCERTAINTY = config["uncertainty"]
 SIZE_STUDY = config["size_study"]
+CONFORMAL = config["conformal"]
+#: what every conformal job computes with (workflow/rules/conformal.smk)
+CONFORMAL_SETTINGS = {key: CONFORMAL[key] for key in ("scores", "alphas", "randomized", "penalty", "k_reg", "seed")}
 DATASETS = list(config["models"])
 #: where this run's files go (calibrepro.layout): results/<name>/, reports/<name>/; every path below comes from it
 LAYOUT = Layout.named(_name)
@@ -266,6 +270,24 @@ def fitted_calibrators():
     ]
 
 
+def conformal_part_paths(wildcards):
+    """Every model's conformal rows, on the first split seed, in config order."""
+    return [LAYOUT.conformal_part(dataset, model, SEEDS[0]) for dataset, model in MODELS]
+
+
+def temperature_calibrator(wildcards):
+    """The fitted temperature scaling of a model on the first split seed, when it is configured (its figure marks T)."""
+    if "temperature_scaling" not in METHODS:
+        return []
+    return [LAYOUT.calibrator(wildcards.dataset, wildcards.model, "temperature_scaling", SEEDS[0])]
+
+
+def conformal_figure_paths():
+    return [
+        LAYOUT.conformal_figure(*model_target(target), ext) for target in CONFORMAL["figures"] for ext in ("png", "pdf")
+    ]
+
+
 def probabilities_paths():
     """Every calibrator's probabilities on the test half (targets with report.export_probabilities)."""
     return [
@@ -315,8 +337,11 @@ def uncertainty_table_inputs(wildcards):
 
 
 def uncertainty_reproduction_inputs(wildcards):
-    """Extra input of the reproduction rule: the intervals, when they are computed."""
-    return {"intervals": LAYOUT.intervals} if UNCERTAINTY["enabled"] else {}
+    """Extra inputs of the reproduction rule: the intervals and the conformal results, when they are computed."""
+    inputs = {"intervals": LAYOUT.intervals} if UNCERTAINTY["enabled"] else {}
+    if CONFORMAL["enabled"]:
+        inputs["conformal"] = LAYOUT.conformal
+    return inputs
 
 
 def targets():
@@ -325,7 +350,7 @@ def targets():
     The closing summary reports these groups; a new output becomes a target by being added here.
     """
     groups = {name: [] for name in ("metrics", "convergence", "parameters", "tables", "figures", "intervals")}
-    groups.update(probabilities=[], report=[])
+    groups.update(probabilities=[], report=[], conformal=[])
     if MODELS:  # not in a regression-only configuration
         groups["metrics"].append(LAYOUT.metrics)
         groups["convergence"].append(LAYOUT.convergence)
@@ -341,6 +366,10 @@ def targets():
         groups["intervals"].append(LAYOUT.size_study)
         groups["tables"].append(LAYOUT.table("size_study", "md"))
         groups["figures"] += dataset_figure_paths("size_study")
+    if MODELS and CONFORMAL["enabled"]:
+        groups["conformal"].append(LAYOUT.conformal)
+        groups["tables"] += [LAYOUT.table("conformal", ext) for ext in ("md", "tex")]
+        groups["figures"] += conformal_figure_paths()
     if MODELS and config["report"]["export_probabilities"]:
         groups["probabilities"] += probabilities_paths()
     return {**groups, **regression_groups()}
@@ -376,6 +405,11 @@ def regression_cells():
         for dataset, model in REGRESSION_MODELS
         for split in range(REGRESSION[dataset]["splits"])
     ]
+
+
+def regression_prediction_cells(wildcards):
+    """(dataset, model, split, predictions file) of every regressor and split (the conformal intervals' inputs)."""
+    return [(*cell, LAYOUT.regression_predictions(*cell)) for cell in regression_cells()]
 
 
 def regression_evaluation_paths(wildcards):
@@ -425,8 +459,11 @@ def regression_groups():
         return {}
     tables = [path for pair in regression_table_outputs().values() for path in pair]
     tables += [LAYOUT.regression_table("parameters", ext) for ext in ("md", "tex")]
+    if CONFORMAL["enabled"]:
+        tables += [LAYOUT.regression_table("conformal", ext) for ext in ("md", "tex")]
     return {
-        "regression metrics": [LAYOUT.regression_metrics],
+        "regression metrics": [LAYOUT.regression_metrics]
+        + ([LAYOUT.regression_conformal] if CONFORMAL["enabled"] else []),
         "regression parameters": [LAYOUT.regression_parameters],
         "regression reports": [*tables, *regression_figure_paths(), LAYOUT.regression_reproduction],
     }
@@ -482,6 +519,16 @@ WORKER_IMPORTS = {
         ["table", "reproduction"],
         ("calibrepro.report.tables", "calibrepro.report.reproduction", "calibrepro.steps.reports"),
     ),
+    **dict.fromkeys(
+        ["conformal_sets", "conformal_figure"],
+        (
+            "calibrepro.conformal.metrics",
+            "calibrepro.report.conformal",
+            "calibrepro.steps.conformal",
+            *_CALIBRATOR_MODULES,
+        ),
+    ),
+    "conformal_tables": ("calibrepro.report.conformal", "calibrepro.steps.conformal"),
     "parameters": (
         "calibrepro.report.parameter_tables",
         "calibrepro.steps.reports",
@@ -495,6 +542,12 @@ WORKER_IMPORTS = {
         "calibrepro.regression.steps",
     ),
     "regression_evaluate": ("calibrepro.regression.task", "calibrepro.steps.calibration"),
+    "regression_conformal": (
+        "calibrepro.regression.conformal",
+        "calibrepro.regression.task",
+        "calibrepro.regression.steps",
+    ),
+    "regression_conformal_tables": ("calibrepro.regression.conformal", "calibrepro.regression.report_steps"),
     "regression_tables": (
         "calibrepro.regression.report",
         "calibrepro.report.tables",

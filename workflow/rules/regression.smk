@@ -123,3 +123,34 @@ rule regression_metrics:
         runtime=5,
     run:
         regression_steps.gather_step(input, output[0], log=log[0])
+
+
+# Split-conformal intervals (|y - mu| / sigma and |y - mu|) beside each recalibrator's central interval, on halves
+# of every split's test part (the recalibrators are fitted on its calibration part): one job for the whole part.
+rule regression_conformal:
+    input:
+        lambda wildcards: [path for *_, path in regression_prediction_cells(wildcards)],
+    output:
+        LAYOUT.regression_conformal,
+    log:
+        LAYOUT.log("regression_conformal"),
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    params:
+        cells=regression_prediction_cells,
+        recalibrators={name: entry["recalibrators"] for name, entry in REGRESSION.items()},
+        alphas=CONFORMAL["alphas"],
+        repeats=CONFORMAL["repeats"],
+        seed=CONFORMAL["seed"],
+    run:
+        regression_steps.conformal_step(
+            params.cells,
+            output[0],
+            recalibrators=params.recalibrators,
+            alphas=params.alphas,
+            repeats=params.repeats,
+            seed=params.seed,
+            log=log[0],
+        )

@@ -10,6 +10,7 @@ localrules:
     regression_tables,
     regression_reproduction,
     regression_parameters,
+    regression_conformal_tables,
 
 
 rule regression_tables:
@@ -122,3 +123,24 @@ rule regression_parameters:
         regression_reports.parameters_step(
             list(input), output.csv, output.md, output.tex, log=log[0], language=params.language
         )
+
+
+rule regression_conformal_tables:
+    input:
+        LAYOUT.regression_conformal,
+    output:
+        md=report(
+            LAYOUT.regression_table("conformal", "md"),
+            caption="../report/regression_conformal.rst",
+            category="Regression",
+            subcategory="tables",
+        ),
+        tex=LAYOUT.regression_table("conformal", "tex"),
+    log:
+        LAYOUT.log("regression_conformal_tables"),
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    run:
+        regression_reports.conformal_tables_step(input[0], output.md, output.tex, log=log[0])

@@ -67,3 +67,13 @@ def parameters_step(curves_files: Sequence[str], csv_output, md_output, tex_outp
                                        task="regression", language=language, titles=recalibrator_title)
         logger.info("%d numbers of %d recalibrators (%s) -> %s, %s, %s", rows, len(fits), language, csv_output,
                     md_output, tex_output)
+
+
+@offload
+def conformal_tables_step(conformal_csv, md_output, tex_output, *, log=None) -> None:
+    """The split-conformal intervals beside recalibration, one table per alpha (:mod:`calibrepro.regression.conformal`)."""
+    from calibrepro.regression.conformal import write_interval_tables
+
+    with step_log(log) as logger:
+        write_interval_tables(conformal_csv, md_output, tex_output)
+        logger.info("regression conformal tables -> %s, %s", md_output, tex_output)

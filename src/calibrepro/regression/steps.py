@@ -99,3 +99,25 @@ def gather_step(inputs: Sequence[str | Path], output, *, log=None) -> None:
     with step_log(log) as logger:
         rows = concatenate_csv(inputs, output, COLUMNS, what="a regression evaluation file")
         logger.info("%d rows from %d evaluation files -> %s", rows, len(inputs), output)
+
+
+@offload
+def conformal_step(cells: Sequence[tuple[str, str, int, str]], output, *, recalibrators: Mapping[str, Sequence[str]],
+                   alphas: Sequence[float], repeats: int, seed: int, log=None) -> None:
+    """Split-conformal intervals of every regressor and split (``cells``: ``(dataset, model, split, predictions
+    file)``) beside each recalibrator's central interval (``recalibrators``: data set -> methods), on halves of the
+    test part: ``results/<name>/regression/conformal.csv`` (:mod:`calibrepro.regression.conformal`)."""
+    from calibrepro.regression.conformal import interval_rows, write_intervals
+    from calibrepro.tasks import task_of
+
+    with step_log(log) as logger:
+        task, rows = task_of("regression"), []
+        for dataset, model, split, path in cells:
+            found, left_out = interval_rows(task, path, recalibrators[dataset], dataset=dataset, model=model,
+                                            split=split, alphas=alphas, repeats=repeats, seed=seed)
+            rows += found
+            for alpha in left_out:
+                logger.warning("%s/%s, split %d: alpha %g LEFT OUT: half the test part is too few samples for it "
+                               "(every interval would be unbounded)", dataset, model, split, alpha)
+        write_intervals(output, rows)
+        logger.info("conformal intervals of %d regressor splits, %d rows -> %s", len(cells), len(rows), output)

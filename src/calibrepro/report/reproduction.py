@@ -440,11 +440,13 @@ def write_reproduction_report(
     seed: int = 0,
     noise_sigmas: float = 2.0,
     intervals_csv=None,
+    conformal_csv=None,
 ) -> None:
     """Write ``md_path``: published values (``published_csv``, None = the bundled thesis appendix)
     against ``metrics_csv`` at split ``seed`` (0 = the thesis's split), with the split noise from
     every seed in the file when there are several (rule: ``noise_sigmas`` std + half a printed unit),
-    and with ``intervals_csv`` whether each published value lies inside our bootstrap interval."""
+    with ``intervals_csv`` whether each published value lies inside our bootstrap interval, and with
+    ``conformal_csv`` the verdicts of the conformal findings (:mod:`calibrepro.report.conformal`) at the end."""
     metrics = read_metrics(metrics_csv)
     published = load_published(published_csv)
     text = render_reproduction(
@@ -458,4 +460,8 @@ def write_reproduction_report(
         noise_sigmas=noise_sigmas,
         intervals=None if intervals_csv is None else read_intervals(intervals_csv),
     )
+    if conformal_csv is not None:
+        from calibrepro.report.conformal import render_conformal_claims
+
+        text += "\n" + render_conformal_claims(conformal_csv, language)
     write_text(md_path, text)

@@ -1,0 +1,274 @@
+"""Conformity scores of split-conformal classification and the threshold that turns them into sets.
+
+Every score is computed for all K labels of every row at once: the rows' probabilities are sorted once
+(:func:`rank_order`, a stable ``argsort`` of ``-p``: ties go to the lower class index, as the
+calibrators' argmax does), the scores follow from cumulative sums along the sorted rows, and a label's
+score is read from its rank. No Python loop runs over the samples.
+
+With ``p_(1) >= ... >= p_(K)`` a row's sorted probabilities, ``o(y)`` the rank of label ``y`` (1 for the
+most probable) and ``rho(y) = p_(1) + ... + p_(o(y)-1)`` the mass of the labels ranked above it:
+
+* **LAC** (least ambiguous set-valued classifier; Sadinle, Lei & Wasserman 2019, JASA 114, eq. 5):
+  ``s(x, y) = 1 - p_y``;
+* **APS** (adaptive prediction sets; Romano, Sesia & Candès 2020, NeurIPS, eq. 5 and its randomised
+  form, sec. 2.2): ``s(x, y, u) = rho(y) + u * p_y``, with ``u ~ U(0, 1)`` drawn once per row
+  (randomised) or ``u = 1`` (non-randomised: the mass of the labels up to and including ``y``);
+* **RAPS** (regularised APS; Angelopoulos, Bates, Malik & Jordan 2021, ICLR, Algorithm 2):
+  ``s(x, y, u) = rho(y) + u * p_y + lambda * max(0, o(y) - k_reg)``.
+
+For each row every score grows with the rank (``rho(y) + u p_y <= rho(y) + p_y = rho(y')`` for the next label
+``y'``), so every prediction set is the top of the ranking: :func:`prediction_sets` marks the labels whose
+score is at most the threshold (LAC needs no ranking for it, :func:`score_order`), and
+:func:`leading_sizes` finds a set's size by bisection over the ranks of a :class:`RankTable` sorted once
+for many thresholds (the pipeline's repeats).
+
+The threshold (Vovk et al. 2005; Angelopoulos & Bates 2023, "Conformal prediction: a gentle
+introduction", eq. 1): with ``n`` calibration scores, ``q = s_(k)``, the ``k``-th smallest, for
+``k = ceil((n + 1)(1 - alpha))``. Then a new exchangeable sample's set ``{y : s(x, y) <= q}`` holds
+its label with probability at least ``1 - alpha``, and at most ``1 - alpha + 1/(n + 1)`` when the
+scores have no ties (randomised APS and RAPS, LAC on continuous probabilities). When ``k > n`` no
+calibration score is large enough: the set would be every label, and :func:`threshold` says so
+(:class:`ConformalError`) rather than return it silently.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+#: the conformity scores, name -> what it is (the ``score`` of a conformal classifier)
+SCORES = {
+    "lac": "1 - p_y (Sadinle et al. 2019)",
+    "aps": "mass of the labels ranked above y, plus u p_y (Romano et al. 2020)",
+    "raps": "APS plus lambda (rank - k_reg)^+ (Angelopoulos et al. 2021)",
+}
+#: the scores that a uniform draw per row randomises (LAC has no ties to break on continuous probabilities)
+RANDOMISABLE = ("aps", "raps")
+
+
+class ConformalError(ValueError):
+    """A conformal fit or prediction that cannot be made: a bad alpha or score, too few calibration samples,
+    probabilities that are not probabilities. The message is one line naming the value or file at fault."""
+
+
+def check_score(score: str) -> str:
+    if score not in SCORES:
+        raise ConformalError(f"unknown conformity score {score!r}; known: {', '.join(SCORES)}")
+    return score
+
+
+def check_alpha(alpha) -> float:
+    """``alpha`` as a float in (0, 1), the miscoverage level (1 - alpha: the coverage asked for)."""
+    try:
+        value = float(alpha)
+    except (TypeError, ValueError):
+        raise ConformalError(f"alpha {alpha!r} is no number; give the miscoverage level, e.g. 0.1") from None
+    if not 0 < value < 1:
+        raise ConformalError(f"alpha {alpha!r} must lie strictly between 0 and 1 (e.g. 0.1 for 90 % coverage)")
+    return value
+
+
+#: how far a probability row's sum may be from 1: float32 softmax rows of K = 1000 classes sum to 1 within ~1e-5
+SUM_TOLERANCE = 1e-4
+
+
+def check_probabilities(probabilities, where: str = "probabilities", tolerance: float = SUM_TOLERANCE) -> np.ndarray:
+    """(N, K) probability rows as float64: finite, non-negative, each summing to 1 within ``tolerance``."""
+    p = np.asarray(probabilities)
+    if p.ndim != 2 or p.shape[0] < 1 or p.shape[1] < 2:
+        raise ConformalError(f"{where}: expected an (N, K) array with K >= 2, got shape {p.shape}")
+    p = p.astype(np.float64, copy=False)
+    if not np.isfinite(p).all():
+        raise ConformalError(f"{where}: contain NaN or infinite values")
+    sums = p.sum(axis=1)
+    bad = np.flatnonzero((p < 0).any(axis=1) | (np.abs(sums - 1) > tolerance))
+    if bad.size:
+        raise ConformalError(
+            f"{where}: row {bad[0]} is no probability vector (sum {sums[bad[0]]:.8g}, smallest entry "
+            f"{p[bad[0]].min():.6g}); give softmax probabilities or logits"
+        )
+    return p
+
+
+def rank_order(probabilities: np.ndarray) -> np.ndarray:
+    """(N, K) class indices of each row, most probable first (stable: ties keep the class order)."""
+    return np.argsort(-probabilities, axis=1, kind="stable")
+
+
+def score_order(probabilities: np.ndarray, score: str) -> np.ndarray | None:
+    """The column order :func:`sorted_scores` needs: :func:`rank_order`, or None for LAC, whose score needs no
+    ranking (its sets are counted and marked in class order)."""
+    return None if score == "lac" else rank_order(probabilities)
+
+
+def sorted_scores(probabilities: np.ndarray, order: np.ndarray | None, score: str, u: np.ndarray | None, *,
+                  penalty: float = 0.0, k_reg: int = 0) -> np.ndarray:
+    """(N, K) scores of every row's labels in rank order (column j: the label ranked j + 1), module docstring;
+    ``order`` None (LAC only): in class order.
+
+    ``u``: (N,) uniform draws of the randomised APS and RAPS, or None for ``u = 1`` (non-randomised); LAC
+    ignores it. ``penalty`` and ``k_reg``: RAPS's lambda and k_reg.
+    """
+    ranked = probabilities if order is None else np.take_along_axis(probabilities, order, axis=1)
+    if score == "lac":
+        return 1.0 - ranked
+    scores = np.cumsum(ranked, axis=1)  # rho(y) + p_y
+    if u is not None:
+        scores -= (1.0 - u)[:, None] * ranked  # rho(y) + u p_y
+    if score == "raps":
+        ranks = np.arange(1, ranked.shape[1] + 1)
+        scores += penalty * np.maximum(ranks - k_reg, 0)
+    return scores
+
+
+def label_ranks(order: np.ndarray | None, labels: np.ndarray) -> np.ndarray:
+    """(N,) 0-based rank of each row's label in ``order`` (its column: the label itself when ``order`` is None)."""
+    if order is None:
+        return np.asarray(labels)
+    return np.argmax(order == np.asarray(labels)[:, None], axis=1)
+
+
+def quantile_index(n: int, alpha: float) -> int:
+    """``k = ceil((n + 1)(1 - alpha))``: the threshold is the k-th smallest of ``n`` calibration scores.
+
+    ``(n + 1)(1 - alpha)`` is rounded to 9 decimals first, so that e.g. n = 99, alpha = 0.1 gives exactly 90
+    (not 91 from the float ``90.00000000000001``).
+    """
+    return math.ceil(round((n + 1) * (1 - alpha), 9))
+
+
+def threshold(calibration_scores: np.ndarray, alpha: float, where: str = "the calibration set") -> float:
+    """The conformal threshold ``q``: the ``ceil((n + 1)(1 - alpha))``-th smallest calibration score.
+
+    Raises :class:`ConformalError` when that index exceeds n (n < 1/alpha - 1): the set would hold every label.
+    """
+    n = len(calibration_scores)
+    k = quantile_index(n, alpha)
+    if k > n:
+        needed = math.ceil(round(1 / alpha - 1, 9))
+        raise ConformalError(
+            f"{where}: {n} calibration samples are too few for alpha {alpha:g}: ceil((n + 1)(1 - alpha)) = {k} > n, "
+            f"so every prediction set would be every label; use at least {needed} samples or a larger alpha"
+        )
+    return float(np.partition(calibration_scores, k - 1)[k - 1])
+
+
+#: the ranks a :class:`RankTable` sorts for every row (the rest only for the rows that reach beyond them)
+TOP_RANKS = 64
+#: once this share of the rows needs a full sort, the table sorts all of them
+FULL_SORT_SHARE = 0.25
+
+
+class RankTable:
+    """Rows ranked once for many thresholds and draws (the pipeline's repeats): the probabilities in rank order, their
+    cumulative sums and the rank of each row's label.
+
+    With K > 2 x :data:`TOP_RANKS` only the top ranks of each row are sorted (``argpartition``, then the stable
+    order of :func:`rank_order` among them): the leading positions whose value is above the last kept value hold
+    exactly the labels, order and cumulative sums of the full stable sort. A row whose label ranks beyond them,
+    or whose set reaches their end (:func:`leading_sizes`), is sorted in full, once, when first needed; so every
+    number equals the full sort's, at a fraction of its cost for the usual small sets.
+    """
+
+    def __init__(self, probabilities: np.ndarray, labels: np.ndarray, top: int = TOP_RANKS):
+        self.probabilities, self.labels = probabilities, np.asarray(labels)
+        n, self.k = probabilities.shape
+        if self.k > 2 * top:
+            part = np.argpartition(-probabilities, top - 1, axis=1)[:, :top]
+            values = np.take_along_axis(probabilities, part, axis=1)
+            order = np.take_along_axis(part, np.lexsort((part, -values), axis=-1), axis=1)
+        else:
+            order = rank_order(probabilities)
+        self.ranked = np.take_along_axis(probabilities, order, axis=1)
+        self.cumulative = np.cumsum(self.ranked, axis=1)
+        if order.shape[1] < self.k:  # positions above the last kept value: those of the full sort
+            self.exact = np.count_nonzero(self.ranked > self.ranked[:, -1:], axis=1)
+        else:
+            self.exact = np.full(n, self.k)
+        hit = order == self.labels[:, None]
+        self.ranks = np.argmax(hit, axis=1)
+        #: rows sorted over all K ranks, into ``full_ranked`` and ``full_cumulative`` (allocated when first needed)
+        self.full = np.zeros(n, dtype=bool)
+        self.full_ranked = self.full_cumulative = None
+        self.sort_in_full(np.flatnonzero(~hit.any(axis=1) | (self.ranks >= self.exact)))
+
+    def sort_in_full(self, rows: np.ndarray) -> None:
+        """Sort ``rows`` (those not sorted in full yet) over all K ranks; every row at once when most need it (one
+        sort instead of many small ones)."""
+        rows = rows[~self.full[rows]]
+        if not rows.size:
+            return
+        if self.full.sum() + rows.size > FULL_SORT_SHARE * len(self.full):
+            rows = np.flatnonzero(~self.full)
+        if self.full_ranked is None:  # np.empty: memory is touched only by the rows written
+            self.full_ranked, self.full_cumulative = np.empty(self.probabilities.shape), np.empty(self.probabilities.shape)
+        order = rank_order(self.probabilities[rows])
+        ranked = np.take_along_axis(self.probabilities[rows], order, axis=1)
+        self.full_ranked[rows], self.full_cumulative[rows] = ranked, np.cumsum(ranked, axis=1)
+        self.full[rows] = True
+        self.ranks[rows] = label_ranks(order, self.labels[rows])
+
+    def limits(self, rows: np.ndarray) -> np.ndarray:
+        """The ranks whose values are known exactly for ``rows``: all K where sorted in full."""
+        return np.where(self.full[rows], self.k, self.exact[rows])
+
+    def values(self, rows: np.ndarray, columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(p, cumulative p)`` at the ranks ``columns + 1`` of ``rows`` (within :meth:`limits`)."""
+        deep = self.full[rows]
+        top = np.where(deep, 0, columns)
+        ranked, cumulative = self.ranked[rows, top], self.cumulative[rows, top]
+        if deep.any():
+            ranked[deep] = self.full_ranked[rows[deep], columns[deep]]
+            cumulative[deep] = self.full_cumulative[rows[deep], columns[deep]]
+        return ranked, cumulative
+
+
+def rank_table(probabilities: np.ndarray, labels: np.ndarray) -> RankTable:
+    return RankTable(probabilities, labels)
+
+
+def scores_at(table: RankTable, rows: np.ndarray, columns: np.ndarray, score: str, u: np.ndarray | None, *,
+              penalty: float = 0.0, k_reg: int = 0) -> np.ndarray:
+    """The scores of the labels ranked ``columns + 1`` of ``rows`` (``u``: those rows' draws), with the arithmetic of
+    :func:`sorted_scores`, element by element: the same numbers."""
+    ranked, values = table.values(rows, columns)
+    if score == "lac":
+        return 1.0 - ranked
+    if u is not None:
+        values = values - (1.0 - u) * ranked
+    if score == "raps":
+        values = values + penalty * np.maximum(columns + 1 - k_reg, 0)
+    return values
+
+
+def leading_sizes(table: RankTable, rows: np.ndarray, score: str, u: np.ndarray | None, q: float, *,
+                  penalty: float = 0.0, k_reg: int = 0) -> np.ndarray:
+    """(len(rows),) set sizes: the number of leading ranks whose score is at most ``q`` (the scores grow with the
+    rank, module docstring), found by bisection: about log2(K) steps of one score per row, not K. A set that reaches
+    the end of a row's exactly known ranks has the row sorted in full and is counted again."""
+    limit = table.limits(rows)
+    low, high = np.zeros(len(rows), dtype=np.int64), limit.copy()
+    while True:
+        open_ = low < high
+        if not open_.any():
+            break
+        middle = (low + high) // 2
+        inside = scores_at(table, rows, np.where(open_, middle, 0), score, u, penalty=penalty, k_reg=k_reg) <= q
+        low = np.where(open_ & inside, middle + 1, low)
+        high = np.where(open_ & ~inside, middle, high)
+    beyond = (low == limit) & (limit < table.k)
+    if beyond.any():
+        table.sort_in_full(rows[beyond])
+        low[beyond] = leading_sizes(table, rows[beyond], score, None if u is None else u[beyond], q, penalty=penalty,
+                                    k_reg=k_reg)
+    return low
+
+
+def prediction_sets(scores: np.ndarray, order: np.ndarray | None, q: float) -> np.ndarray:
+    """(N, K) bool: label ``y`` of row ``i`` is in its set (``s(x_i, y) <= q``), in class order."""
+    if order is None:
+        return scores <= q
+    sets = np.zeros(scores.shape, dtype=bool)
+    np.put_along_axis(sets, order, scores <= q, axis=1)
+    return sets
