@@ -315,8 +315,11 @@ def uncertainty_table_inputs(wildcards):
 
 
 def uncertainty_reproduction_inputs(wildcards):
-    """Extra input of the reproduction rule: the intervals, when they are computed."""
-    return {"intervals": LAYOUT.intervals} if UNCERTAINTY["enabled"] else {}
+    """Extra inputs of the reproduction rule: the intervals and the size study, when they are computed."""
+    inputs = {"intervals": LAYOUT.intervals} if UNCERTAINTY["enabled"] else {}
+    if SIZE_STUDY["enabled"]:
+        inputs["size_study"] = LAYOUT.size_study
+    return inputs
 
 
 def targets():

@@ -108,6 +108,7 @@ rule reproduction:
     params:
         published_csv=config["report"]["published"],
         intervals_csv=lambda wildcards, input: input.get("intervals"),
+        size_study_csv=lambda wildcards, input: input.get("size_study"),
         language=config["report"]["language"],
     run:
         reports.reproduction_step(input.metrics, output[0], log=log[0], **params)

@@ -62,13 +62,16 @@ def figure_step(reliability_json, png_output, pdf_output, *, language: str, inte
 
 
 @offload
-def reproduction_step(metrics_csv, output, *, published_csv=None, intervals_csv=None, language="en", log=None) -> None:
-    """Compare ``metrics.csv`` with the published values (the thesis's appendix by default)."""
+def reproduction_step(metrics_csv, output, *, published_csv=None, intervals_csv=None, size_study_csv=None,
+                      language="en", log=None) -> None:
+    """Compare ``metrics.csv`` with the published values (the thesis's appendix by default); the blog's
+    findings as verdicts when the run has its networks."""
     from calibrepro.report.reproduction import write_reproduction_report
 
     with step_log(log) as logger:
         write_reproduction_report(
-            metrics_csv, output, published_csv=published_csv, language=language, intervals_csv=intervals_csv
+            metrics_csv, output, published_csv=published_csv, language=language, intervals_csv=intervals_csv,
+            size_study_csv=size_study_csv,
         )
         logger.info("reproduction report (published: %s) -> %s", published_csv or "thesis appendix", output)
 
