@@ -82,6 +82,9 @@ def test_trains_on_train_and_caches_the_logits_of_test_in_folder_order(tmp_path,
     assert "epoch 2/2" in capfd.readouterr().err
     changed = load_logits(tmp_path / "c.npz").metadata
     assert changed["training"][0]["weights"] != first.metadata["training"][0]["weights"]
+    # an ensemble says which network of how many it is training
+    source.cache_logits(request(tmp_path, moved, {**SPEC, "epochs": 1, "ensemble": 2}), tmp_path / "e.npz")
+    assert "shapes/m (network 2 of 2): epoch 1/1" in capfd.readouterr().err
     # an added image too
     picture(0, rng).save(moved / "train" / "circle" / "999.png")
     assert load_folder("shapes", {"root": str(moved)}).provenance["content_sha256"] != changed["data"]["content_sha256"]

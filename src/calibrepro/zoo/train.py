@@ -102,10 +102,10 @@ class TrainSource(Source):
         options = trainer.training_options(spec)
         bayesian = ARCHITECTURES[options["network"]].bayesian
         cache_root = (request.config.get("downloads") or {}).get("dir", "results/downloads")
-        members, training = [], []
-        for m in range(spec.get("ensemble", 1)):
+        members, training, count = [], [], spec.get("ensemble", 1)
+        for m in range(count):
             member = {**options, "seed": options["seed"] + m}
-            desc = f"{dataset}/{request.model}" + (f" member {m + 1}" if "ensemble" in spec else "")
+            desc = f"{dataset}/{request.model}" + (f" (network {m + 1} of {count})" if "ensemble" in spec else "")
             network, record = trainer.trained_network(parts, dataset, member, device, cache_root, desc)
             if bayesian:
                 draws = spec.get("samples", DEFAULT_SAMPLES)
