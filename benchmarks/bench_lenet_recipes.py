@@ -53,8 +53,7 @@ import torch
 
 from calibrepro.calibrators.base import softmax
 from calibrepro.metrics import compute_metrics
-from calibrepro.training import trainer
-from calibrepro.training.folders import load_folder
+from calibrepro.training import data, trainer
 
 _SGD = {"optimiser": "sgd", "learning_rate": 0.01, "momentum": 0.9, "batch_size": 128, "weight_decay": 0.0}
 _ADAM = {"optimiser": "adam", "learning_rate": 0.001, "batch_size": 128, "weight_decay": 0.0}
@@ -113,7 +112,8 @@ def main() -> None:
     parser.add_argument("--csv", help="also write the table here")
     args = parser.parse_args()
     start = time.perf_counter()
-    _PARTS = load_folder("cifar10", {"source": "imagefolder", "root": args.root, "calibration_pool": args.calibration_pool})
+    settings = {"source": "imagefolder", "root": args.root, "calibration_pool": args.calibration_pool}
+    _PARTS = data.load("cifar10", {}, settings)
     print(f"read {len(_PARTS.y_train):,} training and {len(_PARTS.y_eval):,} evaluation images in "
           f"{time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
     n = len(args.recipes)

@@ -12,8 +12,7 @@ from PIL import Image
 from calibrepro.calibrators.base import softmax
 from calibrepro.datasets import DatasetError
 from calibrepro.io import load_logits
-from calibrepro.training import trainer
-from calibrepro.training.folders import load_folder
+from calibrepro.training import data, trainer
 from calibrepro.training.networks import build
 from calibrepro.zoo import LogitsRequest, ModelSourceError, get_source
 from calibrepro.zoo.train import check_entry
@@ -49,6 +48,10 @@ def request(tmp_path, root, spec, dataset="shapes", **settings):
     config = {"datasets": {dataset: {"source": "imagefolder", "root": str(root), **settings}},
               "downloads": {"dir": str(tmp_path / "downloads")}, "inference": {"device": "cpu"}}
     return LogitsRequest(dataset, "m", {"source": "train", **spec}, config, {})
+
+
+def load_folder(dataset, settings):
+    return data.load(dataset, {}, {"source": "imagefolder", **settings})
 
 
 SPEC = {"network": "lenet5", "epochs": 2, "batch_size": 16, "optimiser": "sgd", "learning_rate": 0.05}
@@ -99,6 +102,17 @@ def test_a_root_of_class_folders_is_split_seeded_and_stratified(tmp_path):
     assert again.x_eval.tobytes() == parts.x_eval.tobytes()
     assert other.x_eval.tobytes() != parts.x_eval.tobytes()
     assert parts.provenance["evaluation_fraction"] == 0.25 and parts.provenance["seed"] == 3
+
+
+def test_a_calibration_pool_moves_training_images_after_the_evaluation_ones(tmp_path):
+    root = split_folder(tmp_path / "shapes")
+    plain = load_folder("shapes", {"root": str(root)})
+    pooled = load_folder("shapes", {"root": str(root), "calibration_pool": 6})
+    assert len(pooled.y_train) == 84 and np.bincount(pooled.y_eval[30:]).tolist() == [2, 2, 2]
+    assert pooled.y_eval[:30].tolist() == plain.y_eval.tolist() and pooled.provenance["calibration_pool"] == 6
+    assert pooled.provenance["standardisation"] != plain.provenance["standardisation"]  # from the 84 images only
+    with pytest.raises(DatasetError, match="datasets.shapes.calibration_pool: cannot hold out 89 images"):
+        load_folder("shapes", {"root": str(root), "calibration_pool": 89})
 
 
 def test_grayscale_gives_one_channel_and_resize_makes_sizes_equal(tmp_path):

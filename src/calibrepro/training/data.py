@@ -26,6 +26,7 @@ import numpy as np
 from calibrepro import datasets
 from calibrepro.datasets import DatasetError
 from calibrepro.download import Download
+from calibrepro.training.folders import hold_out, read_folder
 
 MNIST_URL = "http://yann.lecun.com/exdb/mnist/"
 #: file -> published MD5 (the MNIST page's files, as torchvision pins them)
@@ -138,18 +139,6 @@ def standardise(train: np.ndarray, evaluation: np.ndarray) -> tuple[np.ndarray, 
     return scale(train), scale(evaluation), {"mean": mean.tolist(), "sd": sd.tolist()}
 
 
-def hold_out(labels: np.ndarray, count: int | float, seed: int, where: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(kept, held out)`` sorted indices: ``count`` samples (a share when a float) held out, seeded and
-    stratified by class; ``where`` names the config key when the classes are too small for that."""
-    from sklearn.model_selection import train_test_split
-
-    try:
-        kept, held = train_test_split(np.arange(len(labels)), test_size=count, random_state=seed, stratify=labels)
-    except ValueError as error:  # too few samples of a class for both parts
-        raise DatasetError(f"{where}: cannot hold out {count} images stratified by class ({error})") from None
-    return np.sort(kept), np.sort(held)
-
-
 def pool_from_training(train: tuple, evaluation: tuple, count: int, seed: int, where: str):
     """``(train images, labels, evaluation images, labels)`` with ``count`` training images moved after the evaluation ones.
 
@@ -165,6 +154,22 @@ def pool_from_training(train: tuple, evaluation: tuple, count: int, seed: int, w
             np.concatenate([eval_labels, labels[held]]))
 
 
+def _images_parts(train_images, y_train, test_images, y_eval, classes: int, provenance: dict, settings: Mapping,
+                  key: str) -> Parts:
+    """uint8 ``(N, H, W, C)`` images -> :class:`Parts`: the calibration pool moved (``settings``'
+    ``calibration_pool``, ``seed``), then the standardisation by the remaining training images."""
+    pool = int(settings.get("calibration_pool", 0))
+    if pool:
+        seed = settings.get("seed", 0)
+        train_images, y_train, test_images, y_eval = pool_from_training(
+            (train_images, y_train), (test_images, y_eval), pool, seed, f"{key}.calibration_pool"
+        )
+        provenance = {**provenance, "calibration_pool": pool, "seed": seed}
+    nchw = (0, 3, 1, 2)
+    x_train, x_eval, scaling = standardise(train_images.transpose(nchw), test_images.transpose(nchw))
+    return Parts(x_train, y_train, x_eval, y_eval, classes, {**provenance, "standardisation": scaling})
+
+
 def _file(files: Mapping[str, str], download: Download) -> str:
     try:
         return files[download.path]
@@ -178,9 +183,9 @@ def load(dataset: str, files: Mapping[str, str], settings: Mapping) -> Parts:
     """The training and evaluation sets of ``dataset`` from its downloaded files (``files``: path -> local file),
     or from the folder of images its settings declare."""
     if is_folder(settings):
-        from calibrepro.training.folders import load_folder
-
-        return load_folder(dataset, settings)
+        train_images, y_train, test_images, y_eval, provenance = read_folder(dataset, settings)
+        classes = len(provenance["classes"])
+        return _images_parts(train_images, y_train, test_images, y_eval, classes, provenance, settings, f"datasets.{dataset}")
     if dataset == "digits":
         fraction, seed = settings.get("evaluation_fraction", 0.5), settings.get("seed", 0)
         x_train, y_train, x_eval, y_eval = digits_parts(fraction, seed)
@@ -196,14 +201,5 @@ def load(dataset: str, files: Mapping[str, str], settings: Mapping) -> Parts:
         train_images, y_train = datasets.read_cifar_train(tarball, "cifar10")
         test_images, y_eval = datasets.read_cifar_test(tarball, "cifar10")
         provenance = {"evaluation": "test set"}
-        pool = int(settings.get("calibration_pool", 0))
-        if pool:
-            seed = settings.get("seed", 0)
-            train_images, y_train, test_images, y_eval = pool_from_training(
-                (train_images, y_train), (test_images, y_eval), pool, seed, "datasets.cifar10.calibration_pool"
-            )
-            provenance.update(calibration_pool=pool, seed=seed)
-        nchw = (0, 3, 1, 2)
-        x_train, x_eval, scaling = standardise(train_images.transpose(nchw), test_images.transpose(nchw))
-        return Parts(x_train, y_train, x_eval, y_eval, 10, {"standardisation": scaling, **provenance})
+        return _images_parts(train_images, y_train, test_images, y_eval, 10, provenance, settings, "datasets.cifar10")
     raise DatasetError(f"no training set for data set {dataset!r}")  # checked earlier by the source

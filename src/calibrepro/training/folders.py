@@ -114,10 +114,22 @@ def content_digest(names: list[str], parts: list[tuple[np.ndarray, np.ndarray]])
     return digest.hexdigest()
 
 
-def load_folder(dataset: str, settings: Mapping):
-    """The :class:`~calibrepro.training.data.Parts` of the image folder ``datasets.<dataset>`` (module docstring)."""
-    from calibrepro.training.data import Parts, hold_out, pool_from_training, standardise
+def hold_out(labels: np.ndarray, count: int | float, seed: int, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(kept, held out)`` sorted indices: ``count`` samples (a share when a float) held out, seeded and
+    stratified by class; ``where`` names the config key when the classes are too small for that."""
+    from sklearn.model_selection import train_test_split
 
+    try:
+        kept, held = train_test_split(np.arange(len(labels)), test_size=count, random_state=seed, stratify=labels)
+    except ValueError as error:  # too few samples of a class for both parts
+        raise DatasetError(f"{where}: cannot hold out {count} images stratified by class ({error})") from None
+    return np.sort(kept), np.sort(held)
+
+
+def read_folder(dataset: str, settings: Mapping) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
+    """``(training images, labels, evaluation images, labels, provenance)`` of the image folder
+    ``datasets.<dataset>``: uint8 ``(N, H, W, C)`` pixels (module docstring); the calibration pool and the
+    standardisation are :func:`calibrepro.training.data.load`'s."""
     key = f"datasets.{dataset}"
     root = Path(str(settings.get("root") or "")).expanduser()
     if not settings.get("root") or not root.is_dir():
@@ -152,13 +164,5 @@ def load_folder(dataset: str, settings: Mapping):
             f"(height, width); set {key}.resize"
         )
     digest = content_digest(names, [(train_images, y_train), (eval_images, y_eval)])
-    pool = int(settings.get("calibration_pool", 0))
-    if pool:
-        train_images, y_train, eval_images, y_eval = pool_from_training(
-            (train_images, y_train), (eval_images, y_eval), pool, seed, f"{key}.calibration_pool"
-        )
-        split = {**split, "calibration_pool": pool, "seed": seed}
-    nchw = (0, 3, 1, 2)
-    x_train, x_eval, scaling = standardise(train_images.transpose(nchw), eval_images.transpose(nchw))
-    provenance = {**split, "classes": names, "resize": resize, "content_sha256": digest, "standardisation": scaling}
-    return Parts(x_train, y_train, x_eval, y_eval, len(names), provenance)
+    provenance = {**split, "classes": names, "resize": resize, "content_sha256": digest}
+    return train_images, y_train, eval_images, y_eval, provenance
