@@ -149,6 +149,12 @@ def test_bad_folders_stop_with_one_line_naming_the_path(tmp_path, case):
     with pytest.raises(DatasetError, match=message) as caught:
         load_folder("bad", {"root": str(root)})
     assert "\n" not in str(caught.value)
+    config = {"datasets": {"bad": {"source": "imagefolder", "root": str(root)}}}
+    if case in ("empty class", "test class", "one class"):  # the layout: caught before any job starts
+        with pytest.raises(DatasetError, match=message):
+            get_source("train").check("bad", "m", SPEC, config)
+    else:  # the pixels: read in the job
+        get_source("train").check("bad", "m", SPEC, config)
 
 
 def test_any_declared_folder_trains_and_cifar10_takes_a_folder_in_the_config(tmp_path):
@@ -191,3 +197,12 @@ def test_one_epoch_of_lenet5_on_a_subset_of_the_jpeg_cifar10(tmp_path):
     network, history = trainer.train(parts, options, CPU, desc="jpeg subset")
     accuracy = float(np.mean(softmax(trainer.forward(network, parts.x_eval, CPU)).argmax(1) == parts.y_eval))
     assert history[0]["train_accuracy"] > 0.1 and accuracy > 0.18
+
+
+def test_pretrained_networks_on_a_split_root_are_evaluated_on_its_test_folder(tmp_path):
+    from calibrepro.evaluation_sets import folder_samples
+
+    root = split_folder(tmp_path / "shapes", train=4, test=2)
+    paths, labels, names = folder_samples("shapes", {"root": str(root)})
+    assert names == list(CLASSES) and labels.tolist() == [0, 0, 1, 1, 2, 2]
+    assert all("/test/" in path for path in paths)

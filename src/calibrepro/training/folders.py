@@ -126,31 +126,42 @@ def hold_out(labels: np.ndarray, count: int | float, seed: int, where: str) -> t
     return np.sort(kept), np.sort(held)
 
 
+def folder_files(dataset: str, settings: Mapping) -> tuple[Path, list[dict[str, list[str]]]]:
+    """``(root, [train files, test files])`` of a split root, ``(root, [files])`` of class folders (class ->
+    paths); the folder's layout checked without reading an image, so that a job-free check can run it."""
+    key = f"datasets.{dataset}"
+    root = Path(str(settings.get("root") or "")).expanduser()
+    if not settings.get("root") or not root.is_dir():
+        raise DatasetError(f"{key}.root: {root} is not a folder; set it to the folder holding the images")
+    if not is_split(root):
+        return root, [class_files(key, root)]
+    train_files, test_files = (class_files(key, root / name) for name in SPLIT_FOLDERS)
+    missing = sorted(set(test_files) - set(train_files))
+    if missing:
+        raise DatasetError(
+            f"{key}.root: {root / 'test'} has classes that {root / 'train'} lacks: {', '.join(missing[:5])}; "
+            "a network cannot learn a class it is not trained on"
+        )
+    return root, [train_files, test_files]
+
+
 def read_folder(dataset: str, settings: Mapping) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
     """``(training images, labels, evaluation images, labels, provenance)`` of the image folder
     ``datasets.<dataset>``: uint8 ``(N, H, W, C)`` pixels (module docstring); the calibration pool and the
     standardisation are :func:`calibrepro.training.data.load`'s."""
     key = f"datasets.{dataset}"
-    root = Path(str(settings.get("root") or "")).expanduser()
-    if not settings.get("root") or not root.is_dir():
-        raise DatasetError(f"{key}.root: {root} is not a folder; set it to the folder holding the images")
     resize, seed = settings.get("resize"), settings.get("seed", DEFAULT_SEED)
-    if is_split(root):
-        train_files, test_files = (class_files(key, root / name) for name in SPLIT_FOLDERS)
+    root, layout = folder_files(dataset, settings)
+    if len(layout) == 2:
+        train_files, test_files = layout
         names = list(train_files)
-        missing = sorted(set(test_files) - set(train_files))
-        if missing:
-            raise DatasetError(
-                f"{key}.root: {root / 'test'} has classes that {root / 'train'} lacks: {', '.join(missing[:5])}; "
-                "a network cannot learn a class it is not trained on"
-            )
         index = {name: i for i, name in enumerate(names)}
         train_paths, y_train = _samples(train_files, index)
         eval_paths, y_eval = _samples(test_files, index)
         train_images, eval_images = read_images(key, train_paths, resize), read_images(key, eval_paths, resize)
         split = {"layout": "train/ and test/"}
     else:
-        files = class_files(key, root)
+        [files] = layout
         names = list(files)
         paths, labels = _samples(files, {name: i for i, name in enumerate(names)})
         fraction = settings.get("evaluation_fraction", DEFAULT_EVALUATION_FRACTION)

@@ -78,6 +78,11 @@ class TrainSource(Source):
 
     def check(self, dataset: str, model: str, spec: dict, config: dict) -> None:
         check_entry(dataset, model, spec, config)
+        settings = dataset_settings(dataset, config)
+        if settings.get("source") == "imagefolder":  # its layout before any job starts; the images in the job
+            from calibrepro.training.folders import folder_files
+
+            folder_files(dataset, settings)
 
     def resources(self, dataset: str, model: str, spec: dict, config: dict) -> dict:
         if dataset == "digits":
