@@ -147,6 +147,7 @@ def population(k: int, tau: float, size: int, seed: int, chunk: int = 100_000) -
     out["classwise_ece"] = float(np.sum(np.abs(class_q - class_p)) / size / k)
     sigma = smooth.smooth_ece_bandwidth(conf, qp)
     out["smooth_ece"] = smooth.smooth_ece_at(conf, qp, sigma)
+    out["overconfidence"] = float(np.mean(conf - qp))  # mean confidence minus the expected accuracy
     return out
 
 

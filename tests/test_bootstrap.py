@@ -273,7 +273,8 @@ def test_intervals_are_clipped_to_the_metric_range_keeping_coverage():
         assert 0.0 <= cut.low <= cut.centre <= cut.high <= 1.0
         for truth in rng.uniform(0.0, 0.1, size=20):
             assert (raw.low <= truth <= raw.high) == (cut.low <= truth <= cut.high)
-    assert all(M.spec(name).bounds[0] == 0.0 for name in M.METRICS)
+    assert all(M.spec(name).bounds[0] == 0.0 for name in M.METRICS if name != "overconfidence")
+    assert M.spec("overconfidence").bounds == (-1.0, 1.0)  # signed: below 0 is underconfident
 
 
 def test_percentile_interval_known_answer_keeps_the_estimate_as_centre():

@@ -119,3 +119,24 @@ def test_calibrator_and_metric_names_come_from_their_registries():
     assert properties["calibrators"]["items"]["enum"] == list(CALIBRATORS)
     assert properties["metrics"]["items"]["enum"] == list(METRICS)
     assert "x-enum-from" not in properties["calibrators"]["items"]
+
+
+def test_a_later_config_file_removes_entries_by_setting_them_to_null():
+    """Snakemake merges --configfile files key by key; null is how the later file deletes an entry."""
+    import yaml
+
+    from servers import REPO_ROOT
+
+    config = yaml.safe_load((REPO_ROOT / "config/blog.yaml").read_text())
+    config["models"]["mnist"] = None
+    config["report"]["figures"]["blog_mnist_lenet5"] = None
+    config["regression"] = None
+    config["datasets"] = {"cifar10": {"source": "imagefolder", "root": "jpg", "calibration_pool": 5000}}
+    validated = validate_config(config, SCHEMA)
+    assert list(validated["models"]) == ["cifar10"] and "blog_mnist_lenet5" not in validated["report"]["figures"]
+    assert not validated.get("regression")
+    config = yaml.safe_load((REPO_ROOT / "config/blog.yaml").read_text())
+    config["models"]["mnist"]["lenet5"] = None  # the data set's last model: the data set goes too
+    assert "mnist" not in validate_config({**config, "report": {"figures": {}}}, SCHEMA)["models"]
+    with pytest.raises(ConfigError, match="models.mnist"):
+        validate_config({"models": {"mnist": {}}}, SCHEMA)  # written empty, not emptied: still an error

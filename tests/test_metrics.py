@@ -31,7 +31,14 @@ def test_registry_names():
         "classwise_ece",
         "ece_l2_debiased",
         "smooth_ece",
+        "overconfidence",
     ]
+
+
+def test_overconfidence_is_mean_confidence_minus_accuracy():
+    # confidences 0.9, 0.8, 0.6, 1.0 (mean 0.825), three of four correct
+    assert scores.overconfidence(PROBS4, LABELS4) == pytest.approx(0.825 - 0.75)
+    assert scores.overconfidence(PROBS4, 1 - LABELS4) == pytest.approx(0.825 - 0.25)
 
 
 # ------------------------------------------------------------------------------------ bins

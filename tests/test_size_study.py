@@ -50,6 +50,35 @@ def test_size_study_values_equal_direct_fits():
     assert len(uncalibrated) == 1  # no fit: the same value at every size and seed
 
 
+def test_a_calibration_pool_extends_the_half_only_beyond_its_size(tmp_path):
+    """Sizes up to the half draw from it alone (as without a pool); larger ones take the whole half and the pool's
+    first samples; the split step keeps the pool's rows (the file's last ones) out of both halves."""
+    from calibrepro.io import save_logits
+    from calibrepro.steps.calibration import split_step
+    from calibrepro.tasks import task_of
+
+    rng = np.random.default_rng(1)
+    k, n, pool = 4, 400, 100
+    labels = np.arange(n + pool) % k
+    logits = (rng.normal(size=(n + pool, k)) * 2).astype(np.float32)
+    logits[np.arange(n + pool), labels] += 2.5
+    save_logits(tmp_path / "m.npz", logits, labels, {"data": {"calibration_pool": pool}})
+    split_step(tmp_path / "m.npz", 0.5, 0, tmp_path / "split.npz", dataset="d")
+    cal, test, extra = task_of("classification").halves(tmp_path / "m.npz", tmp_path / "split.npz", "calibration", "test", "pool")
+    assert len(cal.targets) == len(test.targets) == 200 and np.array_equal(extra.inputs, logits[n:])
+    study = dict(methods=["temperature_scaling"], seeds=[0], metrics=["nll"], bins=15)
+    halves = ((cal.inputs, cal.targets), (test.inputs, test.targets))
+    with_pool = {r[1]: r[4] for r in run_size_study(*halves, sizes=[100, 200, 260], pool=(extra.inputs, extra.targets), **study)}
+    without = {r[1]: r[4] for r in run_size_study(*halves, sizes=[100, 200], **study)}
+    assert with_pool[100] == without[100] and with_pool[200] == without[200]
+    subset = stratified_order(extra.targets, 0)[:60]
+    inputs, targets = np.concatenate([cal.inputs, extra.inputs[subset]]), np.concatenate([cal.targets, extra.targets[subset]])
+    expected = compute_metrics(make_calibrator("temperature_scaling").fit(inputs, targets).predict_proba(test.inputs), test.targets, ["nll"])
+    assert with_pool[260] == pytest.approx(expected["nll"], rel=1e-6)
+    with pytest.raises(ValueError, match="301 is larger than .* this model with its calibration pool"):
+        list(run_size_study(*halves, sizes=[301], pool=(extra.inputs, extra.targets), **study))
+
+
 def test_calibration_half_follows_train_test_split():
     from sklearn.model_selection import train_test_split
 

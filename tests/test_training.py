@@ -251,7 +251,7 @@ def test_the_same_training_caches_the_same_bytes(tmp_path):
 @pytest.mark.parametrize(
     "dataset, spec, message",
     [
-        ("cifar100", {}, "models.cifar100.m: source 'train' trains on the data sets digits, mnist, cifar10"),
+        ("cifar100", {}, "models.cifar100.m: source 'train' trains on the data sets digits, mnist, cifar10 or on a folder of images"),
         ("mnist", {"network": "resnet"}, "models.mnist.m.network: unknown network 'resnet'"),
         ("digits", {"network": "lenet5"}, "models.digits.m.network: lenet5 needs images"),
         ("mnist", {"network": "lenet5", "mc_dropout": 10}, "models.mnist.m.mc_dropout: network lenet5 of this entry has no dropout"),
@@ -262,7 +262,7 @@ def test_the_same_training_caches_the_same_bytes(tmp_path):
 )
 def test_bad_entries_name_their_key(dataset, spec, message):
     with pytest.raises(ModelSourceError, match=message):
-        check_entry(dataset, "m", {"source": "train", **spec})
+        check_entry(dataset, "m", {"source": "train", **spec}, {})
 
 
 # ------------------------------------------------------------------------------ pretrained networks
@@ -352,7 +352,7 @@ def test_blog_config_is_valid_and_every_trained_model_can_be_trained():
     )
     for dataset, entries in config["models"].items():
         for model, spec in entries.items():
-            check_entry(dataset, model, spec)
+            check_entry(dataset, model, spec, config)
     published = load_published(REPO_ROOT / config["report"]["published"])
     assert set(zip(published["dataset"], published["model"])) <= {(d, m) for d, e in config["models"].items() for m in e}
     assert [d.path for d in get_source("train").downloads("mnist", "lenet5", {}, {})] == [

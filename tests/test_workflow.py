@@ -154,7 +154,8 @@ def test_demo_runs_end_to_end_and_reruns_byte_identical(tmp_path):
     scored = read_metrics(tmp_path / "results/demo/metrics.csv").values
     for path in asked:
         method = path.split("/")[-2]
-        for metric, value in evaluate_file(tmp_path / path, metrics=list(M.METRICS), resamples=0).values.items():
+        demo_metrics = [m for m in M.METRICS if ("digits", "mlp_overconfident", method, m) in scored]
+        for metric, value in evaluate_file(tmp_path / path, metrics=demo_metrics, resamples=0).values.items():
             assert value.estimate == scored[("digits", "mlp_overconfident", method, metric)][0], (method, metric)
 
     result = run_snakemake(tmp_path, "--report", "report.html")

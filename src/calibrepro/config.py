@@ -153,8 +153,9 @@ def validate_config(config: dict, schema: dict) -> dict:
 
     Raises :class:`ConfigError` listing every problem with the key it concerns.
     """
-    written = set(config)
     config = copy.deepcopy(config)
+    _drop_removed(config)
+    written = set(config)
     _fill_defaults(config, schema, schema)
     _check_dataset_keys(config, schema)
     validator = jsonschema.Draft202012Validator(schema)
@@ -171,6 +172,30 @@ def validate_config(config: dict, schema: dict) -> dict:
     _check_uncertainty(config)
     _check_ensembles(config)
     return config
+
+
+def _drop_removed(config: dict) -> None:
+    """Remove the data sets, models, named figures and regression data sets a config file set to null.
+
+    Snakemake merges several ``--configfile`` files key by key, so a later file cannot delete an
+    earlier file's entry; ``models: {mnist: null}`` (or ``regression: null``) in the later file does.
+    A data set left without models goes too.
+    """
+    for section in ("models", "regression"):
+        if section in config and config[section] is None:
+            del config[section]
+    models = config.get("models")
+    if isinstance(models, dict):
+        for dataset, entries in list(models.items()):
+            removed = [name for name, entry in entries.items() if entry is None] if isinstance(entries, dict) else []
+            for model in removed:
+                del entries[model]
+            if entries is None or (removed and not entries):
+                del models[dataset]
+    for mapping in ((config.get("report") or {}).get("figures"), config.get("regression")):
+        if isinstance(mapping, dict):
+            for key in [key for key, value in mapping.items() if value is None]:
+                del mapping[key]
 
 
 def _check_dataset_keys(config: dict, schema: dict) -> None:

@@ -19,6 +19,8 @@ A set with ``calibrate_on: <key>`` is a shifted test set of the models of ``<key
 names the set whose models (and pins) it is evaluated with.
 
 Samples of a folder are ordered by class index, then by path (as ``torchvision.datasets.ImageFolder``).
+A root holding ``train/`` and ``test/`` (the layout networks are trained on, :mod:`calibrepro.training.folders`)
+is evaluated on ``test/``, so pretrained and trained models of one data set see the same images.
 The sets are independent of the networks (:mod:`calibrepro.zoo.network`); one logits step joins them.
 """
 
@@ -35,6 +37,7 @@ import numpy as np
 from calibrepro import datasets
 from calibrepro.datasets import DatasetError
 from calibrepro.download import Download
+from calibrepro.training.folders import is_split
 
 #: file name suffixes read as images (what PIL decodes; ImageFolder's usual extensions)
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".tif", ".tiff", ".webp"}
@@ -166,6 +169,8 @@ def folder_samples(dataset: str, settings: Mapping) -> tuple[list[str], np.ndarr
     root = Path(str(settings.get("root") or "")).expanduser()
     if not settings.get("root") or not root.is_dir():
         raise DatasetError(f"{key}.root: {root} is not a folder; set it to the folder holding the images")
+    if not settings.get("csv") and is_split(root):  # root/train/, root/test/ (source: train's layout): test/
+        root = root / "test"
     if settings.get("csv"):
         pairs = _csv_pairs(key, root, Path(settings["csv"]).expanduser())
     else:

@@ -6,6 +6,11 @@ the 200 samples contain the 100) and evaluated with every metric on the *same* t
 main tables. Repeating over seeds gives the spread of a metric that comes from which samples
 happened to be in the calibration set.
 
+A calibration pool (held-out training images of a network trained here, ``calibration_pool``;
+:mod:`calibrepro.splits`) extends the calibration half: the ordering puts the whole calibration half
+first, then the pool in its own stratified order, so sizes up to the half are drawn from the half
+alone (as without a pool) and larger sizes add the pool's first samples.
+
 Stratified ordering: the samples of each class are shuffled, the j-th of the ``n_c`` samples of
 class c gets the key ``(j + 0.5) / n_c``, and the samples are sorted by key (ties in random
 order). Every prefix then holds each class in proportion to its share of the calibration half,
@@ -86,6 +91,9 @@ def _dataset_shape(dataset: str, models: dict, config: dict) -> tuple[int, int] 
             with np.load(path, allow_pickle=False) as archive:
                 labels = archive["labels"]
                 return labels.shape[0], int(archive["logits"].shape[1])
+    settings = (config.get("datasets") or {}).get(dataset) or {}
+    if settings.get("source") == "imagefolder":
+        return None  # a folder's size is known when its logits are: checked then (run_size_study)
     if dataset in KNOWN_DATASETS:
         return KNOWN_DATASETS[dataset]
     if dataset == "digits":
@@ -109,7 +117,9 @@ def check_size_study_config(config: dict) -> None:
     for dataset, models in config["models"].items():
         shape = _dataset_shape(dataset, models, config)
         if shape is not None:
-            check_sizes(study["sizes"], calibration_half(shape[0], fraction), shape[1], f"data set {dataset}")
+            pool = ((config.get("datasets") or {}).get(dataset) or {}).get("calibration_pool", 0)
+            samples = calibration_half(shape[0], fraction) + pool
+            check_sizes(study["sizes"], samples, shape[1], f"data set {dataset}" + (" with its calibration_pool" if pool else ""))
 
 
 def run_size_study(
@@ -123,18 +133,25 @@ def run_size_study(
     bins: int,
     options: dict | None = None,
     progress=None,
+    pool: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Iterator[tuple[str, int, int, str, float]]:
     """Yield ``(method, size, seed, metric, value)`` for every fit of the study (sizes ascending).
 
-    ``options``: method -> hyperparameters (the config's ``calibrator_options``).
+    ``options``: method -> hyperparameters (the config's ``calibrator_options``); ``pool``: the
+    calibration pool's logits and labels, drawn from after the whole calibration half (module docstring).
     """
     from calibrepro.calibrators import make_calibrator  # torch: not needed to validate a config
 
     (cal_logits, cal_labels), (test_logits, test_labels) = calibration, test
+    half = len(cal_labels)
+    if pool is not None and len(pool[1]):
+        cal_logits, cal_labels = np.concatenate([cal_logits, pool[0]]), np.concatenate([cal_labels, pool[1]])
     classes = int(max(cal_labels.max(), test_labels.max())) + 1
-    check_sizes(sizes, len(cal_labels), classes, "this model")
+    check_sizes(sizes, len(cal_labels), classes, "this model" + (" with its calibration pool" if len(cal_labels) > half else ""))
     for seed in seeds:
-        order = stratified_order(cal_labels, seed)
+        order = stratified_order(cal_labels[:half], seed)
+        if len(cal_labels) > half:
+            order = np.concatenate([order, half + stratified_order(cal_labels[half:], seed)])
         for size in sorted(sizes):
             subset = order[:size]
             for method in methods:

@@ -1,4 +1,10 @@
-"""Reproducible calibration/test splits of a data set's evaluation samples."""
+"""Reproducible calibration/test splits of a data set's evaluation samples.
+
+A logits file whose metadata records a calibration pool (``data.calibration_pool``: N held-out
+training images of a network trained here, :func:`calibrepro.training.data.pool_from_training`)
+holds the pool's N rows last; the split is drawn from the rows before them and the pool's rows are
+stored beside it (``pool``), for the calibration-set-size study alone.
+"""
 
 from __future__ import annotations
 
@@ -98,19 +104,32 @@ def make_split(
     return calibration, test
 
 
-def save_split(path: str | Path, calibration: np.ndarray, test: np.ndarray, labels: np.ndarray) -> None:
-    """Write the index arrays (and the labels they were drawn from, to check other models against)."""
+def pool_rows(metadata: dict, samples: int) -> np.ndarray:
+    """The rows of a logits file's calibration pool (its last ``data.calibration_pool`` rows; none when absent)."""
+    size = int((metadata.get("data") or {}).get("calibration_pool", 0))
+    return np.arange(samples - size, samples, dtype=np.int64)
+
+
+def save_split(path: str | Path, calibration: np.ndarray, test: np.ndarray, labels: np.ndarray,
+               pool: np.ndarray | None = None) -> None:
+    """Write the index arrays (and the labels they were drawn from, to check other models against);
+    ``pool``: the calibration pool's rows (:func:`pool_rows`), stored when there are any."""
+    arrays = {"calibration": calibration.astype(np.int64), "test": test.astype(np.int64),
+              "labels": np.asarray(labels, dtype=np.int64)}
+    if pool is not None and len(pool):
+        arrays["pool"] = np.asarray(pool, dtype=np.int64)
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as handle:
-            np.savez(
-                handle,
-                calibration=calibration.astype(np.int64),
-                test=test.astype(np.int64),
-                labels=np.asarray(labels, dtype=np.int64),
-            )
+            np.savez(handle, **arrays)
 
 
 def load_split(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return ``(calibration, test, labels)`` of a split file."""
     with np.load(path, allow_pickle=False) as archive:
         return archive["calibration"], archive["test"], archive["labels"]
+
+
+def load_pool(path: str | Path) -> np.ndarray:
+    """The calibration pool's rows of a split file (empty when it has none)."""
+    with np.load(path, allow_pickle=False) as archive:
+        return archive["pool"] if "pool" in archive.files else np.zeros(0, dtype=np.int64)

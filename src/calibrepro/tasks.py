@@ -113,7 +113,7 @@ class ClassificationTask(Task):
     def halves(self, data_path, split_path, *names: str) -> list[Half]:
         """Only the rows of the named halves are read (:func:`calibrepro.io.load_logits`); the split must have
         been drawn from the same labels."""
-        from calibrepro.splits import load_split
+        from calibrepro.splits import load_pool, load_split
 
         labels = load_labels(data_path)
         calibration, test, split_labels = load_split(split_path)
@@ -122,9 +122,13 @@ class ClassificationTask(Task):
                 f"{data_path}: its labels differ from those the split {split_path} was drawn from; "
                 "all models of a data set must be evaluated on the same samples in the same order"
             )
-        rows = {"calibration": calibration, "test": test}
-        parts = [load_logits(data_path, rows=rows[name]) for name in names]
-        return [Half(part.logits, part.labels) for part in parts]
+        rows = {"calibration": calibration, "test": test, "pool": load_pool(split_path)}
+        halves = []
+        for name in names:  # an empty half (a split without a calibration pool): its shape from one row
+            part = load_logits(data_path, rows=rows[name] if len(rows[name]) else np.arange(1))
+            keep = slice(None) if len(rows[name]) else slice(0)
+            halves.append(Half(part.logits[keep], part.labels[keep]))
+        return halves
 
     def shifted(self, data_path, calibrated_on) -> Half:
         """Every sample of a shifted set, whose classes must be those of ``calibrated_on``'s (count, and names

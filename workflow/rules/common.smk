@@ -337,8 +337,11 @@ def uncertainty_table_inputs(wildcards):
 
 
 def uncertainty_reproduction_inputs(wildcards):
-    """Extra inputs of the reproduction rule: the intervals and the conformal results, when they are computed."""
+    """Extra inputs of the reproduction rule: the intervals, the size study and the conformal results, when they
+    are computed."""
     inputs = {"intervals": LAYOUT.intervals} if UNCERTAINTY["enabled"] else {}
+    if SIZE_STUDY["enabled"]:
+        inputs["size_study"] = LAYOUT.size_study
     if CONFORMAL["enabled"]:
         inputs["conformal"] = LAYOUT.conformal
     return inputs

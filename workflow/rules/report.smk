@@ -108,6 +108,7 @@ rule reproduction:
     params:
         published_csv=config["report"]["published"],
         intervals_csv=lambda wildcards, input: input.get("intervals"),
+        size_study_csv=lambda wildcards, input: input.get("size_study"),
         conformal_csv=lambda wildcards, input: input.get("conformal"),
         language=config["report"]["language"],
     run:

@@ -28,6 +28,7 @@ from calibrepro.metrics.bins import (
 )
 from calibrepro.metrics.scores import (
     accuracy, accuracy_checked, accuracy_terms, brier, brier_checked, brier_terms, nll, nll_checked, nll_terms,
+    overconfidence, overconfidence_checked, overconfidence_terms,
 )
 from calibrepro.metrics.smooth import smooth_ece
 
@@ -90,6 +91,7 @@ METRICS: dict[str, Metric] = {
         Metric("classwise_ece", classwise_ece, False, "classwise", "basic", UNIT),
         Metric("ece_l2_debiased", ece_l2_debiased, False, "debiased", "basic", UNIT),
         Metric("smooth_ece", smooth_ece, False, "smooth", "basic", UNIT),
+        Metric("overconfidence", overconfidence, False, MeanOfTerms(overconfidence_terms), "percentile", (-1.0, 1.0)),
     ]
 }
 
@@ -152,6 +154,8 @@ def compute_metrics(probs, labels, names: Sequence[str], bins: int = 15) -> dict
             top = top_label(p, y)
         if name == "accuracy":
             out[name] = accuracy_checked(p, y, bins, top)
+        elif name == "overconfidence":
+            out[name] = overconfidence_checked(p, y, bins, top)
         elif name in ("ece", "mce", "ece_l2"):
             if width is None:
                 width = equal_width_stats(*top, bins)

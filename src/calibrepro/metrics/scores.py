@@ -41,6 +41,28 @@ def accuracy_checked(p, y, bins=15, top=None) -> float:
     return float(np.mean(correct))
 
 
+def overconfidence_terms(p: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per-sample top-label confidence minus correctness (their mean is :func:`overconfidence`)."""
+    conf, correct = top_label(p, y)
+    return conf - correct
+
+
+def overconfidence(probs, labels, bins: int = 15) -> float:
+    """Mean top-label confidence minus accuracy, ``1/N sum_i (max_k p_ik - 1(argmax_k p_ik = y_i))``.
+
+    The gap between "avg. confidence" and accuracy that Guo et al. (2017, fig. 1 and section 2) read as
+    over- (> 0) or underconfidence (< 0): the signed counterpart of the ECE over one bin holding all
+    samples. In [-1, 1]; ``bins`` is ignored.
+    """
+    return overconfidence_checked(*check_inputs(probs, labels))
+
+
+def overconfidence_checked(p, y, bins=15, top=None) -> float:
+    """:func:`overconfidence` of checked inputs; ``top``: their :func:`~calibrepro.metrics.bins.top_label`, when known."""
+    conf, correct = top_label(p, y) if top is None else top
+    return float(np.mean(conf - correct))
+
+
 def brier(probs, labels, bins: int = 15) -> float:
     """Brier score, thesis eq. (10): ``BS = 1/l sum_i sum_j (a_ij - 1(y_i = j))^2``.
 

@@ -207,6 +207,15 @@ METRICS: dict[str, MetricSpec] = {
                 f"2023) (lower is better). {_VALUES_EN}",
             },
         ),
+        MetricSpec(
+            "overconfidence", True, 2, None,
+            {
+                "ru": "Уверенность − точность, % – средняя уверенность минус доля правильных ответов (Guo et al. "
+                f"2017): > 0 – сверхуверенность, < 0 – недоуверенность; жирным – наименьшее значение. {_VALUES_RU}",
+                "en": "Confidence − accuracy, % – mean top-label confidence minus accuracy (Guo et al. 2017): "
+                f"> 0 overconfident, < 0 underconfident; bold marks the lowest value, not the best. {_VALUES_EN}",
+            },
+        ),
     ]
 }
 
@@ -265,6 +274,7 @@ SHORT_NAMES = {
     "ece_l2": "ECE-l2, %",
     "ece_l2_debiased": "Debiased ECE-l2, %",
     "smooth_ece": "Smooth ECE, %",
+    "overconfidence": "Confidence - accuracy, %",
 }
 
 

@@ -19,6 +19,7 @@ from calibrepro.io import write_text
 from calibrepro.report.comparison import Comparison, compare
 from calibrepro.report.labels import INTERVAL_NAMES, check_language, format_number, method_name, short_name
 from calibrepro.report.metrics_file import Metrics, read_metrics
+from calibrepro.report.blog_claims import Numbers, check_claims, claims_lines
 from calibrepro.report.published import load_published, main_table_cells
 from calibrepro.report.tables import md_escape, md_table
 from calibrepro.report.uncertainty_files import Intervals, read_intervals
@@ -440,15 +441,21 @@ def write_reproduction_report(
     seed: int = 0,
     noise_sigmas: float = 2.0,
     intervals_csv=None,
+    size_study_csv=None,
     conformal_csv=None,
 ) -> None:
     """Write ``md_path``: published values (``published_csv``, None = the bundled thesis appendix)
     against ``metrics_csv`` at split ``seed`` (0 = the thesis's split), with the split noise from
     every seed in the file when there are several (rule: ``noise_sigmas`` std + half a printed unit),
-    with ``intervals_csv`` whether each published value lies inside our bootstrap interval, and with
-    ``conformal_csv`` the verdicts of the conformal findings (:mod:`calibrepro.report.conformal`) at the end."""
+    and with ``intervals_csv`` whether each published value lies inside our bootstrap interval. A run
+    with the blog's networks gains the blog's findings as verdicts (:mod:`calibrepro.report.blog_claims`,
+    the small-set finding from ``size_study_csv``), and with ``conformal_csv`` the verdicts of the
+    conformal findings (:mod:`calibrepro.report.conformal`) at the end."""
+    from calibrepro.report.size_study import read_size_study  # matplotlib: only when writing the report
+
     metrics = read_metrics(metrics_csv)
     published = load_published(published_csv)
+    intervals = None if intervals_csv is None else read_intervals(intervals_csv)
     text = render_reproduction(
         metrics,
         main_table_cells(published),
@@ -458,8 +465,12 @@ def write_reproduction_report(
         language=language,
         seed=seed,
         noise_sigmas=noise_sigmas,
-        intervals=None if intervals_csv is None else read_intervals(intervals_csv),
+        intervals=intervals,
     )
+    sizes = read_size_study(size_study_csv, "ece") if size_study_csv is not None else None
+    claims = check_claims(Numbers(metrics.values, intervals.cells if intervals else None, sizes, seed))
+    if claims:
+        text = text.rstrip("\n") + "\n\n" + "\n".join(claims_lines(claims, intervals.level if intervals else None))
     if conformal_csv is not None:
         from calibrepro.report.conformal import render_conformal_claims
 

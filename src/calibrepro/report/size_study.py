@@ -84,7 +84,8 @@ def render_size_table(study: OrderedDict, metric: str, language: str = "ru", pub
     header = ["Data", "Model", "Method"] + [f"n = {size}" for size in sizes]
     lines = [
         f"{short_name(metric)} on the test half against the size of the calibration set (nested stratified "
-        f"subsets of the calibration half); mean ± sd over subset seeds {', '.join(map(str, seeds))}.",
+        f"subsets of the calibration half, then of the calibration pool beyond it where the run holds one); "
+        f"mean ± sd over subset seeds {', '.join(map(str, seeds))}.",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "|".join([":--"] * 3 + ["--:"] * len(sizes)) + "|",

@@ -27,15 +27,20 @@ from calibrepro.workers import offload
 
 def split_step(logits_path, calibration_fraction: float, seed: int, output, *, dataset: str, log=None) -> None:
     """Draw the calibration/test split of ``dataset`` from the labels of one of its models."""
-    from calibrepro.splits import make_split, save_split
+    import numpy as np
+
+    from calibrepro.io import load_logits
+    from calibrepro.splits import make_split, pool_rows, save_split
 
     with step_log(log) as logger:
         labels = load_labels(logits_path)
-        calibration, test = make_split(labels, calibration_fraction, seed, where=f"data set {dataset!r}")
-        save_split(output, calibration, test, labels)
+        pool = pool_rows(load_logits(logits_path, rows=np.arange(1)).metadata, len(labels))
+        drawn = labels[: len(labels) - len(pool)]  # the calibration pool's rows come last and stay out
+        calibration, test = make_split(drawn, calibration_fraction, seed, where=f"data set {dataset!r}")
+        save_split(output, calibration, test, labels, pool)
         logger.info(
-            "split of %d samples (labels of %s), seed %d: %d calibration, %d test",
-            len(labels), logits_path, seed, len(calibration), len(test),
+            "split of %d samples (labels of %s), seed %d: %d calibration, %d test, %d in the calibration pool",
+            len(drawn), logits_path, seed, len(calibration), len(test), len(pool),
         )
 
 

@@ -62,15 +62,17 @@ def figure_step(reliability_json, png_output, pdf_output, *, language: str, inte
 
 
 @offload
-def reproduction_step(metrics_csv, output, *, published_csv=None, intervals_csv=None, conformal_csv=None,
-                      language="en", log=None) -> None:
-    """Compare ``metrics.csv`` with the published values (the thesis's appendix by default); with ``conformal_csv``,
-    add the verdicts of the conformal findings (:mod:`calibrepro.conformal.claims`)."""
+def reproduction_step(metrics_csv, output, *, published_csv=None, intervals_csv=None, size_study_csv=None,
+                      conformal_csv=None, language="en", log=None) -> None:
+    """Compare ``metrics.csv`` with the published values (the thesis's appendix by default); the blog's
+    findings as verdicts when the run has its networks; with ``conformal_csv``, the verdicts of the
+    conformal findings (:mod:`calibrepro.conformal.claims`)."""
     from calibrepro.report.reproduction import write_reproduction_report
 
     with step_log(log) as logger:
         write_reproduction_report(
             metrics_csv, output, published_csv=published_csv, language=language, intervals_csv=intervals_csv,
+            size_study_csv=size_study_csv,
             conformal_csv=conformal_csv,
         )
         logger.info("reproduction report (published: %s) -> %s", published_csv or "thesis appendix", output)

@@ -163,19 +163,20 @@ def size_study_step(
     options: Mapping[str, Mapping] | None = None,
     log=None,
 ) -> None:
-    """Fit every calibrator on nested subsets of the calibration half; metrics on the test half."""
+    """Fit every calibrator on nested subsets of the calibration half (then of the calibration pool, where the
+    logits have one); metrics on the test half."""
     from tqdm.auto import tqdm
 
     from calibrepro.size_study import run_size_study, write_size_study
 
     with step_log(log) as logger:
-        calibration, test = task_of("classification").halves(logits_path, split_path, "calibration", "test")
+        calibration, test, pool = task_of("classification").halves(logits_path, split_path, "calibration", "test", "pool")
         total = len(seeds) * len(sizes) * len(methods)
         with tqdm(total=total, desc=f"size study {dataset}/{model}", unit="fit", disable=None) as progress:
             rows = [
                 (dataset, model, method, size, seed, metric, value)
                 for method, size, seed, metric, value in run_size_study(
-                    calibration, test, methods=methods, sizes=sizes, seeds=seeds, metrics=metrics, bins=bins,
+                    calibration, test, pool=(pool.inputs, pool.targets), methods=methods, sizes=sizes, seeds=seeds, metrics=metrics, bins=bins,
                     options=options, progress=progress,
                 )
             ]

@@ -102,7 +102,7 @@ def bayes_lenet5(input_shape: tuple[int, ...], num_classes: int, options: dict) 
     prior = float(options.get("prior_sigma", 1.0))
     layers = lenet5_layers(
         input_shape[0], lenet_padding(input_shape), num_classes, 0.0,
-        conv=_with_prior(BayesConv2d, prior), linear=_with_prior(BayesLinear, prior),
+        conv=_with_prior(BayesConv2d, prior), linear=_with_prior(BayesLinear, prior), width=int(options.get("width", 1)),
     )  # fmt: skip
     return nn.Sequential(*layers)
 

@@ -1,4 +1,4 @@
-"""Training and evaluation sets of the networks the pipeline trains: digits, MNIST, CIFAR-10.
+"""Training and evaluation sets of the networks the pipeline trains: digits, MNIST, CIFAR-10, image folders.
 
 * ``digits``: scikit-learn's bundled 8x8 digits (1,797, no download), scaled to [0, 1] and split,
   stratified and seeded, into a training part and an evaluation part (``datasets.digits``).
@@ -7,6 +7,8 @@
   the 10,000 test images in their official order.
 * ``cifar10``: the official python tarball (:data:`calibrepro.datasets.CIFAR`); trained on the five
   training batches (50,000), logits on the test batch (10,000).
+* any data set declared ``{source: imagefolder, root: ...}`` (also ``cifar10``, in place of the
+  archive): the folder's images, :mod:`calibrepro.training.folders`.
 
 Images are float32 ``(N, C, H, W)`` in [0, 1], standardised per channel by the mean and standard
 deviation of the training images (computed here in float64, not copied from elsewhere).
@@ -24,6 +26,7 @@ import numpy as np
 from calibrepro import datasets
 from calibrepro.datasets import DatasetError
 from calibrepro.download import Download
+from calibrepro.training.folders import hold_out, read_folder
 
 MNIST_URL = "http://yann.lecun.com/exdb/mnist/"
 #: file -> published MD5 (the MNIST page's files, as torchvision pins them)
@@ -53,8 +56,15 @@ class Parts:
         return tuple(self.x_train.shape[1:])
 
 
-def downloads(dataset: str) -> list[Download]:
-    """The pinned files of ``dataset``'s training and evaluation sets."""
+def is_folder(settings: Mapping) -> bool:
+    """Whether the data set's settings (``datasets.<key>``) declare a folder of images (:mod:`.folders`)."""
+    return settings.get("source") == "imagefolder"
+
+
+def downloads(dataset: str, settings: Mapping | None = None) -> list[Download]:
+    """The pinned files of ``dataset``'s training and evaluation sets (none for a folder of images)."""
+    if is_folder(settings or {}):
+        return []
     if dataset == "mnist":
         return [Download(MNIST_URL + name, f"md5:{md5}", f"datasets/mnist/{name}") for name, md5 in MNIST_FILES.items()]
     if dataset == "cifar10":
@@ -129,6 +139,37 @@ def standardise(train: np.ndarray, evaluation: np.ndarray) -> tuple[np.ndarray, 
     return scale(train), scale(evaluation), {"mean": mean.tolist(), "sd": sd.tolist()}
 
 
+def pool_from_training(train: tuple, evaluation: tuple, count: int, seed: int, where: str):
+    """``(train images, labels, evaluation images, labels)`` with ``count`` training images moved after the evaluation ones.
+
+    The calibration pool (``datasets.<key>.calibration_pool``): images the network never trains on,
+    held out seeded and stratified (:func:`hold_out`), whose logits follow the evaluation set's in
+    the logits file; the split keeps them out of both halves and the calibration-set-size study
+    draws from them only for sizes beyond the calibration half (:mod:`calibrepro.splits`). Applied
+    to the uint8 images, before the standardisation, which the kept training images alone define.
+    """
+    (images, labels), (eval_images, eval_labels) = train, evaluation
+    kept, held = hold_out(labels, count, seed, where)
+    return (images[kept], labels[kept], np.concatenate([eval_images, images[held]]),
+            np.concatenate([eval_labels, labels[held]]))
+
+
+def _images_parts(train_images, y_train, test_images, y_eval, classes: int, provenance: dict, settings: Mapping,
+                  key: str) -> Parts:
+    """uint8 ``(N, H, W, C)`` images -> :class:`Parts`: the calibration pool moved (``settings``'
+    ``calibration_pool``, ``seed``), then the standardisation by the remaining training images."""
+    pool = int(settings.get("calibration_pool", 0))
+    if pool:
+        seed = settings.get("seed", 0)
+        train_images, y_train, test_images, y_eval = pool_from_training(
+            (train_images, y_train), (test_images, y_eval), pool, seed, f"{key}.calibration_pool"
+        )
+        provenance = {**provenance, "calibration_pool": pool, "seed": seed}
+    nchw = (0, 3, 1, 2)
+    x_train, x_eval, scaling = standardise(train_images.transpose(nchw), test_images.transpose(nchw))
+    return Parts(x_train, y_train, x_eval, y_eval, classes, {**provenance, "standardisation": scaling})
+
+
 def _file(files: Mapping[str, str], download: Download) -> str:
     try:
         return files[download.path]
@@ -139,7 +180,12 @@ def _file(files: Mapping[str, str], download: Download) -> str:
 
 
 def load(dataset: str, files: Mapping[str, str], settings: Mapping) -> Parts:
-    """The training and evaluation sets of ``dataset`` from its downloaded files (``files``: path -> local file)."""
+    """The training and evaluation sets of ``dataset`` from its downloaded files (``files``: path -> local file),
+    or from the folder of images its settings declare."""
+    if is_folder(settings):
+        train_images, y_train, test_images, y_eval, provenance = read_folder(dataset, settings)
+        classes = len(provenance["classes"])
+        return _images_parts(train_images, y_train, test_images, y_eval, classes, provenance, settings, f"datasets.{dataset}")
     if dataset == "digits":
         fraction, seed = settings.get("evaluation_fraction", 0.5), settings.get("seed", 0)
         x_train, y_train, x_eval, y_eval = digits_parts(fraction, seed)
@@ -154,7 +200,6 @@ def load(dataset: str, files: Mapping[str, str], settings: Mapping) -> Parts:
         tarball = _file(files, datasets.cifar_download("cifar10"))
         train_images, y_train = datasets.read_cifar_train(tarball, "cifar10")
         test_images, y_eval = datasets.read_cifar_test(tarball, "cifar10")
-        nchw = (0, 3, 1, 2)
-        x_train, x_eval, scaling = standardise(train_images.transpose(nchw), test_images.transpose(nchw))
-        return Parts(x_train, y_train, x_eval, y_eval, 10, {"standardisation": scaling, "evaluation": "test set"})
+        provenance = {"evaluation": "test set"}
+        return _images_parts(train_images, y_train, test_images, y_eval, 10, provenance, settings, "datasets.cifar10")
     raise DatasetError(f"no training set for data set {dataset!r}")  # checked earlier by the source

@@ -64,23 +64,27 @@ def lenet_padding(input_shape: tuple[int, ...]) -> int:
     return (32 - input_shape[1]) // 2
 
 
-def lenet5_layers(channels: int, padding: int, num_classes: int, dropout: float, conv=nn.Conv2d, linear=nn.Linear):
+def lenet5_layers(channels: int, padding: int, num_classes: int, dropout: float, conv=nn.Conv2d, linear=nn.Linear,
+                  width: int = 1):
     """LeNet-5 (LeCun et al. 1998) as Guo et al. 2017 train it: conv 6@5x5, max-pool, conv 16@5x5, max-pool,
-    fully connected 120, 84, classes, ReLU activations; dropout (when > 0) before the last two fully connected layers."""
+    fully connected 120, 84, classes, ReLU activations; dropout (when > 0) before the last two fully connected layers.
+    ``width`` multiplies every layer's channels and units (1: LeNet-5 itself)."""
+    c1, c2, f1, f2 = 6 * width, 16 * width, 120 * width, 84 * width
 
     def drop() -> list[nn.Module]:
         return [nn.Dropout(dropout)] if dropout > 0 else []
 
     return [
-        conv(channels, 6, 5, padding=padding), nn.ReLU(), nn.MaxPool2d(2),
-        conv(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-        linear(16 * 5 * 5, 120), nn.ReLU(), *drop(),
-        linear(120, 84), nn.ReLU(), *drop(),
-        linear(84, num_classes),
+        conv(channels, c1, 5, padding=padding), nn.ReLU(), nn.MaxPool2d(2),
+        conv(c1, c2, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+        linear(c2 * 5 * 5, f1), nn.ReLU(), *drop(),
+        linear(f1, f2), nn.ReLU(), *drop(),
+        linear(f2, num_classes),
     ]  # fmt: skip
 
 
 def lenet5(input_shape: tuple[int, ...], num_classes: int, options: dict) -> nn.Sequential:
     """LeNet-5 for 28x28 or 32x32 images with any number of channels (:func:`lenet5_layers`)."""
     padding = lenet_padding(input_shape)
-    return nn.Sequential(*lenet5_layers(input_shape[0], padding, num_classes, float(options.get("dropout", 0.0))))
+    dropout, width = float(options.get("dropout", 0.0)), int(options.get("width", 1))
+    return nn.Sequential(*lenet5_layers(input_shape[0], padding, num_classes, dropout, width=width))

@@ -52,6 +52,7 @@ DEFAULTS = {
     "lr_gamma": 0.1,
     "label_smoothing": 0.0,
     "augmentation": "none",
+    "width": 1,
     "threads": 1,
     "seed": 0,
 }
@@ -100,6 +101,16 @@ def crop_flip(batch: torch.Tensor, generator: torch.Generator, padding: int = 4)
     return torch.stack(crops)
 
 
+def flip(batch: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Random horizontal flips only (half of the images, drawn from ``generator``)."""
+    flips = torch.rand(len(batch), generator=generator) < 0.5
+    return torch.where(flips[:, None, None, None].to(batch.device), batch.flip(-1), batch)
+
+
+#: ``augmentation`` -> the function applied to every training minibatch
+AUGMENTATIONS = {"crop_flip": crop_flip, "flip": flip}
+
+
 def make_optimiser(network: nn.Module, options: dict) -> torch.optim.Optimizer:
     """Adam (Kingma & Ba 2015) or SGD with momentum, with L2 weight decay."""
     if options["optimiser"] == "adam":
@@ -132,8 +143,8 @@ def train(parts: Parts, options: dict, device: torch.device, desc: str = "traini
             for batch in order.split(options["batch_size"]):
                 batch = batch.to(device)
                 x = inputs[batch]
-                if options["augmentation"] == "crop_flip":
-                    x = crop_flip(x, generator)
+                if options["augmentation"] in AUGMENTATIONS:
+                    x = AUGMENTATIONS[options["augmentation"]](x, generator)
                 optimiser.zero_grad()
                 logits = network(x)
                 if bayesian:

@@ -1,7 +1,8 @@
 """Source ``train``: a named network (:data:`calibrepro.training.ARCHITECTURES`) the pipeline trains itself.
 
 ``{source: train, network: lenet5, epochs: ..., ...}`` under ``digits`` (scikit-learn's bundled
-8x8 digits, no download: what the offline demo trains), ``mnist`` or ``cifar10`` trains the
+8x8 digits, no download: what the offline demo trains), ``mnist``, ``cifar10`` or a data set declared
+as a folder of images (``datasets.<key>: {source: imagefolder, root: ...}``) trains the
 network on the data set's training set and caches its logits on the evaluation set (see
 :mod:`calibrepro.training.data`). The trained weights are cached under
 ``<downloads.dir>/trained/`` (:mod:`calibrepro.training.trainer`), so that a redone logits job (a new
@@ -27,19 +28,26 @@ DEFAULT_SAMPLES = 10
 VARIANTS = ("mc_dropout", "samples", "ensemble")
 
 
-def check_entry(dataset: str, model: str, spec: dict) -> None:
+def dataset_settings(dataset: str, config: dict) -> dict:
+    """``datasets.<dataset>`` of the configuration (empty when absent)."""
+    return dict((config.get("datasets") or {}).get(dataset) or {})
+
+
+def check_entry(dataset: str, model: str, spec: dict, config: dict) -> None:
     """Fail with a :class:`~calibrepro.zoo.ModelSourceError` naming the key when an entry cannot be trained."""
     where = f"models.{dataset}.{model}"
-    if dataset not in TRAINING_DATASETS:
+    folder = dataset_settings(dataset, config).get("source") == "imagefolder"
+    if dataset not in TRAINING_DATASETS and not folder:
         raise ModelSourceError(
-            f"{where}: source 'train' trains on the data sets {', '.join(TRAINING_DATASETS)}, not {dataset!r}; "
-            "put the model under one of them"
+            f"{where}: source 'train' trains on the data sets {', '.join(TRAINING_DATASETS)} or on a folder of "
+            f"images, not {dataset!r}; put the model under one of them or declare "
+            f"datasets: {{{dataset}: {{source: imagefolder, root: <folder>}}}}"
         )
     network = spec.get("network", "mlp")
     if network not in ARCHITECTURES:
         raise ModelSourceError(f"{where}.network: unknown network {network!r}; known: {', '.join(ARCHITECTURES)}")
     architecture = ARCHITECTURES[network]
-    if architecture.images and dataset == "digits":
+    if architecture.images and dataset == "digits" and not folder:
         raise ModelSourceError(f"{where}.network: {network} needs images (mnist, cifar10); the digits are 64 features")
     for key in VARIANTS:
         if key in spec and (not isinstance(spec[key], int) or isinstance(spec[key], bool) or spec[key] < 1):
@@ -66,10 +74,15 @@ class TrainSource(Source):
     def downloads(self, dataset, model, spec, config):
         from calibrepro.training.data import downloads
 
-        return downloads(dataset)
+        return downloads(dataset, dataset_settings(dataset, config))
 
     def check(self, dataset: str, model: str, spec: dict, config: dict) -> None:
-        check_entry(dataset, model, spec)
+        check_entry(dataset, model, spec, config)
+        settings = dataset_settings(dataset, config)
+        if settings.get("source") == "imagefolder":  # its layout before any job starts; the images in the job
+            from calibrepro.training.folders import folder_files
+
+            folder_files(dataset, settings)
 
     def resources(self, dataset: str, model: str, spec: dict, config: dict) -> dict:
         if dataset == "digits":
@@ -87,17 +100,17 @@ class TrainSource(Source):
         from calibrepro.training import data, trainer
 
         dataset, spec = request.dataset, request.spec
-        check_entry(dataset, request.model, spec)
+        check_entry(dataset, request.model, spec, request.config)
         device = select_device(inference_settings(request.config)["device"])
-        settings = (request.config.get("datasets") or {}).get(dataset) or {}
+        settings = dataset_settings(dataset, request.config)
         parts = data.load(dataset, request.files, settings)
         options = trainer.training_options(spec)
         bayesian = ARCHITECTURES[options["network"]].bayesian
         cache_root = (request.config.get("downloads") or {}).get("dir", "results/downloads")
-        members, training = [], []
-        for m in range(spec.get("ensemble", 1)):
+        members, training, count = [], [], spec.get("ensemble", 1)
+        for m in range(count):
             member = {**options, "seed": options["seed"] + m}
-            desc = f"{dataset}/{request.model}" + (f" member {m + 1}" if "ensemble" in spec else "")
+            desc = f"{dataset}/{request.model}" + (f" (network {m + 1} of {count})" if "ensemble" in spec else "")
             network, record = trainer.trained_network(parts, dataset, member, device, cache_root, desc)
             if bayesian:
                 draws = spec.get("samples", DEFAULT_SAMPLES)
