@@ -58,17 +58,18 @@ def best(function, repeat: int) -> tuple[float, object]:
 def torchcp_modules():
     """TorchCP's classification scores and predictors, without its package ``__init__`` (tests/test_conformal_libraries.py
     says why), or None."""
-    spec = importlib.util.find_spec("torchcp")
-    if spec is None:
-        return None
-    try:
-        importlib.import_module("torchcp")
-    except ImportError:
-        root = os.path.dirname(spec.origin)
-        for name, folder in (("torchcp", root), ("torchcp.classification", os.path.join(root, "classification"))):
-            package = types.ModuleType(name)
-            package.__path__ = [folder]
-            sys.modules[name] = package
+    if "torchcp" not in sys.modules:  # loaded once: again, its stand-in package (below) has no spec
+        spec = importlib.util.find_spec("torchcp")
+        if spec is None:
+            return None
+        try:
+            importlib.import_module("torchcp")
+        except ImportError:
+            root = os.path.dirname(spec.origin)
+            for name, folder in (("torchcp", root), ("torchcp.classification", os.path.join(root, "classification"))):
+                package = types.ModuleType(name)
+                package.__path__ = [folder]
+                sys.modules[name] = package
     return (importlib.import_module("torchcp.classification.score"),
             importlib.import_module("torchcp.classification.predictor"))
 

@@ -4,17 +4,13 @@ same threshold, see the test).
 Neither library is a dependency: `pip install mapie torchcp` (the `compare` extra of pyproject.toml) makes these
 tests run; without them they are skipped. TorchCP 1.2's package ``__init__`` imports its graph and language-model
 parts (torch_geometric, transformers, torchsort, a compiled extension), which its classification scores do not
-use: where those are missing, the test loads ``torchcp.classification.score`` and ``.predictor`` without the two
+use: where those are missing, benchmarks/bench_conformal.py loads ``torchcp.classification.score`` and ``.predictor`` without the two
 package ``__init__`` files above them.
 """
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
-import os
-import sys
-import types
 
 import numpy as np
 import pytest
@@ -22,6 +18,7 @@ import pytest
 from calibrepro.calibrators.base import softmax
 from calibrepro.conformal import ConformalClassifier
 from calibrepro.conformal.scores import label_ranks, rank_order, sorted_scores
+from workflow_helpers import ROOT
 
 ALPHAS = (0.1, 0.05)
 
@@ -36,27 +33,15 @@ def ours(score, alpha, p, labels):
     return ConformalClassifier(score, alpha, randomized=False).fit(p[:1500], labels[:1500]).predict(p[1500:])
 
 
-class FixedProbabilities:
-    """A "prefit" scikit-learn classifier whose input is a row index into fixed probabilities."""
+def _bench_conformal():
+    """benchmarks/bench_conformal.py, whose MAPIE adapter (``FixedProbabilities``) the tests share."""
+    spec = importlib.util.spec_from_file_location("bench_conformal", ROOT / "benchmarks" / "bench_conformal.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-    _estimator_type = "classifier"
 
-    def __init__(self, p):
-        self.p = p
-        self.classes_ = np.arange(p.shape[1])
-        self.n_features_in_ = 1
-
-    def fit(self, X, y):
-        return self
-
-    def predict_proba(self, X):
-        return self.p[np.asarray(X)[:, 0].astype(int)]
-
-    def predict(self, X):
-        return self.predict_proba(X).argmax(axis=1)
-
-    def __sklearn_is_fitted__(self):
-        return True
+FixedProbabilities = _bench_conformal().FixedProbabilities
 
 
 def mapie_sets(score, alpha, p, labels, calibration_scores=None, **params):
@@ -97,21 +82,12 @@ def test_aps_sets_equal_mapie_at_the_same_threshold(alpha):
 
 
 def torchcp_classification():
-    """``(score module, predictor module)`` of TorchCP's classification part (module docstring)."""
+    """``(score module, predictor module)`` of TorchCP's classification part (module docstring), or a skip."""
     pytest.importorskip("torch")
-    spec = None if "torchcp" in sys.modules else importlib.util.find_spec("torchcp")
-    if spec is None and "torchcp" not in sys.modules:
+    modules = _bench_conformal().torchcp_modules()
+    if modules is None:
         pytest.skip("torchcp is not installed")
-    try:
-        importlib.import_module("torchcp")
-    except ImportError:  # its optional parts' dependencies: load the classification modules without them
-        root = os.path.dirname(spec.origin)
-        for name, folder in (("torchcp", root), ("torchcp.classification", os.path.join(root, "classification"))):
-            package = types.ModuleType(name)
-            package.__path__ = [folder]
-            sys.modules[name] = package
-    return (importlib.import_module("torchcp.classification.score"),
-            importlib.import_module("torchcp.classification.predictor"))
+    return modules
 
 
 @pytest.mark.parametrize("score", ["lac", "aps"])
