@@ -169,7 +169,7 @@ class RankTable:
     def __init__(self, probabilities: np.ndarray, labels: np.ndarray, reuse: "RankTable | None" = None):
         self.labels = np.asarray(labels)
         n, self.k = probabilities.shape
-        if reuse is not None and reuse.ranked.shape == (n, self.k):  # its memory: no new pages to fault in
+        if reuse is not None and reuse.ranked is not None and reuse.ranked.shape == (n, self.k):  # no new pages
             self.ranked, self.cumulative = reuse.ranked, reuse.cumulative
             reuse.ranked = reuse.cumulative = None
         else:
