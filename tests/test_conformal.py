@@ -155,18 +155,56 @@ def test_bad_calibration_data():
         make_conformal("raps", 0.1, **{"lambda": 0.1})
 
 
-@pytest.mark.parametrize("score", ["lac", "aps", "raps"])
-def test_top_ranks_table_gives_the_full_sort_s_numbers(score):
-    """RankTable sorts the top ranks only (here 6 of 40) and rows that need more in full: the same numbers, ties
-    (rounded probabilities) and sets beyond the top ranks included."""
-    from calibrepro.conformal.scores import RankTable
+def tied(n, k, seed):
+    """Probabilities with ties: rounded rows, rows of equal probabilities, zeros; and their labels."""
+    p, labels = synthetic(n=n, k=k, seed=seed, scale=1.0)
+    p[: n // 4] = np.round(p[: n // 4], 2) + 1e-3
+    p[n // 4: n // 4 + 10] = 1.0
+    p[n // 4 + 10: n // 4 + 20, : k // 2] = 0.0
+    return p / p.sum(axis=1, keepdims=True), labels
 
-    p, labels = synthetic(n=1500, k=40, seed=6, scale=1.0)
-    p[:300] = np.round(p[:300], 2) + 1e-3
-    p[:300] /= p[:300].sum(axis=1, keepdims=True)
+
+def reference_repeats(p, labels, calibration, test, score, alphas, randomized, seed=0, penalty=0.01, k_reg=5):
+    """evaluate_repeats the simple way: every row's stable argsort and every score, the sets marked label by label."""
+    from calibrepro.conformal.metrics import repeat_draws
+    from calibrepro.conformal.scores import label_ranks, prediction_sets
+
+    order = rank_order(p)
+    results = {alpha: [] for alpha in alphas}
+    for repeat, (cal, tst) in enumerate(zip(calibration, test)):
+        u = repeat_draws(seed, repeat, score, len(labels), randomized)
+        scores = sorted_scores(p, order, score, u, penalty=penalty, k_reg=k_reg)
+        true = scores[np.arange(len(labels)), label_ranks(order, labels)]
+        for alpha in alphas:
+            q = threshold(true[cal], alpha)
+            sets = prediction_sets(scores[tst], order[tst], q)
+            values = set_metrics(sets.sum(axis=1), sets[np.arange(len(tst)), labels[tst]], labels[tst], alpha,
+                                 p.shape[1])
+            results[alpha].append({**values, "threshold": q})
+    return results
+
+
+@pytest.mark.parametrize("k", [3, 40])
+def test_rank_table_equals_the_stable_sort(k):
+    """RankTable sorts the values only and counts the label's rank: the stable argsort's numbers, ties included."""
+    from calibrepro.conformal.scores import RankTable, label_ranks
+
+    p, labels = tied(600, k, seed=k)
+    order = rank_order(p)
+    table = RankTable(p, labels)
+    ranked = np.take_along_axis(p, order, axis=1)
+    assert np.array_equal(table.ranked, ranked) and np.array_equal(table.cumulative, np.cumsum(ranked, axis=1))
+    assert np.array_equal(table.ranks, label_ranks(order, labels))
+    again = RankTable(p[::-1].copy(), labels[::-1], reuse=RankTable(p, labels))  # another table's memory
+    assert np.array_equal(again.ranked, ranked[::-1]) and np.array_equal(again.ranks, table.ranks[::-1])
+
+
+@pytest.mark.parametrize("score", ["lac", "aps", "raps"])
+@pytest.mark.parametrize("randomized", [True, False])
+def test_repeats_equal_a_simple_reference(score, randomized):
+    """evaluate_repeats (one value sort, lookups and bisections) gives exactly the numbers of the reference (a stable
+    argsort, every score, every set marked), randomised draws and ties included."""
+    p, labels = tied(1500, 40, seed=6)
     calibration, test = make_conformal_splits(labels, np.arange(len(labels)), 3, 0.5, seed=1)
-    partial = RankTable(p, labels, top=6)
-    assert 0 < partial.full.sum() < len(p)  # some rows, not all, sorted in full
-    got = evaluate_repeats(p, labels, calibration, test, score=score, alphas=[0.1, 0.05], table=partial)
-    assert got == evaluate_repeats(p, labels, calibration, test, score=score, alphas=[0.1, 0.05],
-                                   table=RankTable(p, labels, top=40))
+    got = evaluate_repeats(p, labels, calibration, test, score=score, alphas=[0.1, 0.05, 0.5], randomized=randomized)
+    assert got == reference_repeats(p, labels, calibration, test, score, [0.1, 0.05, 0.5], randomized)

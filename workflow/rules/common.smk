@@ -522,12 +522,19 @@ WORKER_IMPORTS = {
         ["table", "reproduction"],
         ("calibrepro.report.tables", "calibrepro.report.reproduction", "calibrepro.steps.reports"),
     ),
+    # torch: the calibrators' predict_proba imports it on first use (seconds, in every worker otherwise)
     **dict.fromkeys(
         ["conformal_sets", "conformal_figure"],
         (
+            "torch",
+            "scipy.stats",
             "calibrepro.conformal.metrics",
+            "calibrepro.conformal.results",
+            "calibrepro.conformal.splits",
             "calibrepro.report.conformal",
+            "calibrepro.steps.calibration",
             "calibrepro.steps.conformal",
+            "calibrepro.tasks",
             *_CALIBRATOR_MODULES,
         ),
     ),

@@ -18,6 +18,8 @@ rule conformal_split:
         LAYOUT.conformal_splits("{dataset}", "{seed}"),
     log:
         LAYOUT.log("conformal_split", "{dataset}/seed{seed}"),
+    # the biggest data set's split first: its models' conformal_sets jobs are the longest
+    priority: size_priority
     threads: 1
     resources:
         mem_mb=1000,

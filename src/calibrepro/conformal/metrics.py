@@ -146,10 +146,10 @@ def temperature_sweep(logits: np.ndarray, labels: np.ndarray, calibration: np.nd
     Xi et al. 2025, Fig. 2)."""
     from calibrepro.calibrators.base import softmax
 
-    rows = []
+    rows, table = [], None
     for temperature in temperatures:
         probabilities = softmax(np.asarray(logits, np.float64) / temperature, "float64")
-        table = rank_table(probabilities, labels)
+        table = rank_table(probabilities, labels, reuse=table)
         for score in scores:
             per_alpha = evaluate_repeats(probabilities, labels, calibration, test, score=score, alphas=alphas,
                                          randomized=randomized, penalty=penalty, k_reg=k_reg, seed=seed, table=table)

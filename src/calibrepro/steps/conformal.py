@@ -81,12 +81,12 @@ def conformal_step(logits_path, split_path, conformal_path, output, *, calibrato
     with step_log(log) as logger:
         half, calibration, tests = _test_half(logits_path, split_path, conformal_path)
         alphas = _usable(alphas, calibration.shape[1], logger, f"{dataset}/{model}")
-        rows = []
+        rows, table = [], None
         for method, path in calibrators.items():
             start = time.perf_counter()
             probabilities = check_probabilities(load_calibrator(path, method).predict_proba(half.inputs),
                                                 f"{method}'s probabilities of {logits_path}")
-            table = rank_table(probabilities, half.targets)  # one sort for every score, repeat and alpha
+            table = rank_table(probabilities, half.targets, reuse=table)  # one sort for every score, repeat, alpha
             for score in scores:
                 results = evaluate_repeats(probabilities, half.targets, calibration, tests, score=score, alphas=alphas,
                                            randomized=randomized, penalty=penalty, k_reg=k_reg, seed=seed,
