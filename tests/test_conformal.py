@@ -208,3 +208,14 @@ def test_repeats_equal_a_simple_reference(score, randomized):
     calibration, test = make_conformal_splits(labels, np.arange(len(labels)), 3, 0.5, seed=1)
     got = evaluate_repeats(p, labels, calibration, test, score=score, alphas=[0.1, 0.05, 0.5], randomized=randomized)
     assert got == reference_repeats(p, labels, calibration, test, score, [0.1, 0.05, 0.5], randomized)
+
+
+def test_the_sweep_figure_of_a_model_without_a_usable_alpha_is_drawn_empty(tmp_path):
+    """Every alpha too small for a tiny conformal calibration part leaves the sweep empty (the step logs why):
+    the figure is drawn without lines instead of failing the run."""
+    from calibrepro.report.conformal import build_sweep_figure
+
+    figure = build_sweep_figure([], 1.3, "tiny / model")
+    figure.savefig(tmp_path / "empty.png")
+    assert (tmp_path / "empty.png").stat().st_size > 0
+    assert all(not ax.get_lines()[:-1] for ax in figure.axes)  # only the fitted temperature's line

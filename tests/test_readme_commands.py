@@ -75,7 +75,25 @@ def clone(tmp_path_factory):
     (root / "their.yaml").write_text(re.search(r"<!-- BEGIN one-run config.*?-->\n```yaml\n(.*?)```", guide, re.S).group(1))
     (root / "weights").mkdir()
     (root / "weights/r18.pth").write_bytes(b"")
+    # docs/blog.md's extra file for the JPEG CIFAR-10, pointed at a small folder of the same layout
+    image_folder(root / "cifar10-jpg")
+    (root / "cifar-local.yaml").write_text(f"datasets: {{cifar10: {{source: imagefolder, root: {root / 'cifar10-jpg'}}}}}\n")
     return root
+
+
+def image_folder(root: Path) -> None:
+    """``train/<class>/`` and ``test/<class>/`` with a few 32x32 images of CIFAR-10's ten classes."""
+    import numpy as np
+    from PIL import Image
+
+    classes = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+    rng = np.random.default_rng(0)
+    for part, count in (("train", 3), ("test", 2)):
+        for name in classes:
+            (root / part / name).mkdir(parents=True)
+            for index in range(count):
+                pixels = rng.integers(0, 256, size=(32, 32, 3), dtype=np.uint8)
+                Image.fromarray(pixels).save(root / part / name / f"{index:04d}.jpg")
 
 
 def as_run(command: str) -> list[str]:

@@ -214,8 +214,8 @@ def test_own_logits_replace_the_demo_models(tmp_path):
         assert (tmp_path / f"results/byo/calibrators/mydata/net_b/{method}/seed1.json").is_file()
     # the config does not mention `uncertainty`: intervals, ranks and tie marks by default
     assert sorted(p.name for p in (tmp_path / "reports/byo/tables").iterdir()) == [
-        "accuracy.md", "accuracy.tex", "ece.md", "ece.tex", "nll.md", "nll.tex", "parameters.md", "parameters.tex",
-        "ranks.md",
+        "accuracy.md", "accuracy.tex", "conformal.md", "conformal.tex", "ece.md", "ece.tex", "nll.md", "nll.tex",
+        "parameters.md", "parameters.tex", "ranks.md",
     ]
     intervals = pd.read_csv(tmp_path / "results/byo/intervals.csv")
     assert len(intervals) == len(metrics) and set(intervals["interval"]) <= {"percentile", "basic", "bca", "debiased"}

@@ -179,7 +179,8 @@ def build_sweep_figure(sweep, temperature: float | None, title: str, language: s
             ax.axvline(temperature, color="0.2", linewidth=0.8, linestyle="--",
                        label=t["fitted"].format(t=temperature))
         ax.set_xscale("log")
-        ticks = [tick for tick in (0.25, 0.5, 1, 2, 4) if min(row[0] for row in sweep) <= tick <= max(row[0] for row in sweep)]
+        temperatures = [row[0] for row in sweep] or [1.0]  # none: no alpha fits the conformal calibration part
+        ticks = [tick for tick in (0.25, 0.5, 1, 2, 4) if min(temperatures) <= tick <= max(temperatures)]
         ax.set_xticks(ticks, labels=[format(tick, "g") for tick in ticks])
         ax.xaxis.set_minor_locator(NullLocator())
         ax.set_xlabel(t["axis"], fontsize=8)
@@ -187,7 +188,7 @@ def build_sweep_figure(sweep, temperature: float | None, title: str, language: s
         ax.tick_params(labelsize=7, length=2.5, width=0.6, pad=2)
         ax.grid(color="0.9", linewidth=0.5)
     handles, labels = axes[0].get_legend_handles_labels()
-    figure.legend(handles, labels, loc="outside lower center", ncols=min(4, len(labels)), fontsize=7, frameon=False)
+    figure.legend(handles, labels, loc="outside lower center", ncols=max(1, min(4, len(labels))), fontsize=7, frameon=False)
     figure.suptitle(title, fontsize=10)
     return figure
 
