@@ -26,7 +26,7 @@ import numpy as np
 from calibrepro import datasets
 from calibrepro.datasets import DatasetError
 from calibrepro.download import Download
-from calibrepro.training.folders import hold_out, read_folder
+from calibrepro.training.folders import hold_out, is_folder, read_folder
 
 MNIST_URL = "http://yann.lecun.com/exdb/mnist/"
 #: file -> published MD5 (the MNIST page's files, as torchvision pins them)
@@ -54,11 +54,6 @@ class Parts:
     @property
     def input_shape(self) -> tuple[int, ...]:
         return tuple(self.x_train.shape[1:])
-
-
-def is_folder(settings: Mapping) -> bool:
-    """Whether the data set's settings (``datasets.<key>``) declare a folder of images (:mod:`.folders`)."""
-    return settings.get("source") == "imagefolder"
 
 
 def downloads(dataset: str, settings: Mapping | None = None) -> list[Download]:

@@ -40,6 +40,11 @@ DEFAULT_EVALUATION_FRACTION = 0.5
 DEFAULT_SEED = 0
 
 
+def is_folder(settings: Mapping) -> bool:
+    """Whether a data set's settings (``datasets.<key>``) declare a folder of images."""
+    return settings.get("source") == "imagefolder"
+
+
 def is_split(root: Path) -> bool:
     """Whether ``root`` holds ``train/`` and ``test/`` (else its sub-folders are the classes)."""
     return all((root / name).is_dir() for name in SPLIT_FOLDERS)

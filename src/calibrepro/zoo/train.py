@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from calibrepro.evaluation_sets import entry
+from calibrepro.training.folders import is_folder
 from calibrepro.zoo import LogitsRequest, ModelSourceError, Source
 from calibrepro.training import ARCHITECTURES, TRAINING_DATASETS
 
@@ -28,15 +30,10 @@ DEFAULT_SAMPLES = 10
 VARIANTS = ("mc_dropout", "samples", "ensemble")
 
 
-def dataset_settings(dataset: str, config: dict) -> dict:
-    """``datasets.<dataset>`` of the configuration (empty when absent)."""
-    return dict((config.get("datasets") or {}).get(dataset) or {})
-
-
 def check_entry(dataset: str, model: str, spec: dict, config: dict) -> None:
     """Fail with a :class:`~calibrepro.zoo.ModelSourceError` naming the key when an entry cannot be trained."""
     where = f"models.{dataset}.{model}"
-    folder = dataset_settings(dataset, config).get("source") == "imagefolder"
+    folder = is_folder(entry(dataset, config))
     if dataset not in TRAINING_DATASETS and not folder:
         raise ModelSourceError(
             f"{where}: source 'train' trains on the data sets {', '.join(TRAINING_DATASETS)} or on a folder of "
@@ -74,12 +71,12 @@ class TrainSource(Source):
     def downloads(self, dataset, model, spec, config):
         from calibrepro.training.data import downloads
 
-        return downloads(dataset, dataset_settings(dataset, config))
+        return downloads(dataset, entry(dataset, config))
 
     def check(self, dataset: str, model: str, spec: dict, config: dict) -> None:
         check_entry(dataset, model, spec, config)
-        settings = dataset_settings(dataset, config)
-        if settings.get("source") == "imagefolder":  # its layout before any job starts; the images in the job
+        settings = entry(dataset, config)
+        if is_folder(settings):  # its layout before any job starts; the images in the job
             from calibrepro.training.folders import folder_files
 
             folder_files(dataset, settings)
@@ -102,7 +99,7 @@ class TrainSource(Source):
         dataset, spec = request.dataset, request.spec
         check_entry(dataset, request.model, spec, request.config)
         device = select_device(inference_settings(request.config)["device"])
-        settings = dataset_settings(dataset, request.config)
+        settings = entry(dataset, request.config)
         parts = data.load(dataset, request.files, settings)
         options = trainer.training_options(spec)
         bayesian = ARCHITECTURES[options["network"]].bayesian
