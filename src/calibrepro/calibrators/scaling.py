@@ -158,6 +158,8 @@ def run_lbfgs(theta0: np.ndarray, fun, settings: dict, *, max_steps: int = 1) ->
     """
     import torch  # imported where used: reading the registry (report labels) needs no torch
 
+    from calibrepro.portable import ExactSqrt
+
     param = torch.tensor(theta0, dtype=torch.float64, requires_grad=True)
     opt = torch.optim.LBFGS([param], **settings)
     evaluated: dict[bytes, tuple] = {}  # theta -> (loss, grad) of every evaluation
@@ -176,7 +178,8 @@ def run_lbfgs(theta0: np.ndarray, fun, settings: dict, *, max_steps: int = 1) ->
     while True:
         before = param.detach().clone()
         iter0, eval0 = int(state.get("n_iter", 0)), int(state.get("func_evals", 0))
-        opt.step(closure)
+        with ExactSqrt():  # its line search's square root: the same on every vendor (calibrepro.portable)
+            opt.step(closure)
         steps += 1
         theta = param.detach().numpy().copy()
         # torch moves to exactly a point its line search evaluated (same x + t*d arithmetic), so

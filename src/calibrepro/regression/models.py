@@ -49,6 +49,7 @@ import torch
 from torch import nn
 from torch.nn import functional
 
+from calibrepro import portable
 from calibrepro.determinism import seeded, torch_threads
 
 #: regressor kind -> its default options (the config schema documents each key)
@@ -121,10 +122,10 @@ def _network(inputs: int, hidden: int, outputs: int, dropout: float) -> nn.Seque
     layers: list[nn.Module] = []
     if dropout > 0:
         layers.append(nn.Dropout(dropout))
-    layers += [nn.Linear(inputs, hidden), nn.ReLU()]
+    layers += [portable.Linear(inputs, hidden), nn.ReLU()]
     if dropout > 0:
         layers.append(nn.Dropout(dropout))
-    layers.append(nn.Linear(hidden, outputs))
+    layers.append(portable.Linear(hidden, outputs))
     return nn.Sequential(*layers)
 
 
@@ -166,7 +167,7 @@ def nig_loss(gamma, nu, alpha, beta, y, regulariser: float):
 def _train(network, loss_of, x, y, opts: dict, seed: int, logger: logging.Logger, what: str) -> None:
     """Adam on minibatches in a seeded order; logs the loss every tenth of the epochs."""
     generator = torch.Generator().manual_seed(seed)
-    optimiser = torch.optim.Adam(network.parameters(), lr=opts["learning_rate"], weight_decay=opts["weight_decay"])
+    optimiser = portable.adam(network.parameters(), lr=opts["learning_rate"], weight_decay=opts["weight_decay"])
     network.train()
     start, every = time.perf_counter(), max(1, opts["epochs"] // 10)
     for epoch in range(1, opts["epochs"] + 1):
@@ -288,7 +289,7 @@ def _fit_mc_dropout(x, y, x_new, targets, opts, seed, logger) -> Predictive:
         if opts["noise"] == "none":  # the seed's: the passes' mean and variance (float64), no noise term
             passes = _mc_passes(network, x_new, opts["passes"]).double()  # (T, n, d)
             mean = passes.mean(0)
-            std = ((passes - mean) ** 2).mean(0).sqrt()
+            std = portable.sqrt(((passes - mean) ** 2).mean(0))
             return Predictive("gaussian", {"mean": mean.cpu().numpy(), "std": std.cpu().numpy()}, {"noise": "none"})
         # tau: given (in standardised target units: 1/tau is the noise variance), or the ML estimate
         if opts["tau"]:

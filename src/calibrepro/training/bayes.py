@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from calibrepro import portable
 from calibrepro.training.networks import lenet5_layers, lenet_padding, mlp_layers
 
 #: initial rho of every posterior standard deviation: softplus(-5) = 0.0067
@@ -64,7 +65,7 @@ class BayesLinear(_GaussianWeights):
         super().__init__((out_features, in_features), in_features, prior_sigma)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(x, *self.draw())
+        return portable.linear(x, *self.draw())
 
 
 class BayesConv2d(_GaussianWeights):

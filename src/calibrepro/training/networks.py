@@ -11,6 +11,7 @@ import math
 
 from torch import nn
 
+from calibrepro import portable
 from calibrepro.training import ARCHITECTURES
 
 
@@ -37,7 +38,7 @@ def set_dropout(network: nn.Module, active: bool) -> int:
     return len(layers)
 
 
-def mlp_layers(width: int, num_classes: int, hidden: list[int], dropout: float, linear=nn.Linear) -> list[nn.Module]:
+def mlp_layers(width: int, num_classes: int, hidden: list[int], dropout: float, linear=portable.Linear) -> list[nn.Module]:
     """Linear + ReLU (+ dropout) per hidden width, then the linear output layer (no dropout layer at rate 0)."""
     layers: list[nn.Module] = []
     for units in hidden:
@@ -64,7 +65,7 @@ def lenet_padding(input_shape: tuple[int, ...]) -> int:
     return (32 - input_shape[1]) // 2
 
 
-def lenet5_layers(channels: int, padding: int, num_classes: int, dropout: float, conv=nn.Conv2d, linear=nn.Linear,
+def lenet5_layers(channels: int, padding: int, num_classes: int, dropout: float, conv=nn.Conv2d, linear=portable.Linear,
                   width: int = 1):
     """LeNet-5 (LeCun et al. 1998) as Guo et al. 2017 train it: conv 6@5x5, max-pool, conv 16@5x5, max-pool,
     fully connected 120, 84, classes, ReLU activations; dropout (when > 0) before the last two fully connected layers.

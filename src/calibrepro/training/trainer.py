@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from calibrepro import portable
 from calibrepro.averaging import log_mean_softmax
 from calibrepro.determinism import seeded, torch_threads
 from calibrepro.checkpoints import load_weights
@@ -59,7 +60,7 @@ DEFAULTS = {
 #: images per forward pass when predicting (the 899 digits go in one pass, as the demo always did)
 PREDICT_BATCH = 1000
 #: version of the weights files; part of the cache key
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 
 
 class TrainingError(ValueError):
@@ -114,7 +115,7 @@ AUGMENTATIONS = {"crop_flip": crop_flip, "flip": flip}
 def make_optimiser(network: nn.Module, options: dict) -> torch.optim.Optimizer:
     """Adam (Kingma & Ba 2015) or SGD with momentum, with L2 weight decay."""
     if options["optimiser"] == "adam":
-        return torch.optim.Adam(network.parameters(), lr=options["learning_rate"], weight_decay=options["weight_decay"])
+        return portable.adam(network.parameters(), lr=options["learning_rate"], weight_decay=options["weight_decay"])
     return torch.optim.SGD(
         network.parameters(),
         lr=options["learning_rate"],
