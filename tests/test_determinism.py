@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -146,6 +147,31 @@ def test_mkl_runs_its_vendor_independent_branch_under_the_pin():
     assert branch == "COMPATIBLE"
     assert matmul_digest(CALIBREPRO_NATIVE_KERNELS="1", MKL_CBWR="COMPATIBLE")[0] == pinned
     assert matmul_digest(CALIBREPRO_NATIVE_KERNELS="1", MKL_CBWR="AVX2", ATEN_CPU_CAPABILITY="avx2")[0] != pinned
+
+
+#: libraries that answer MKL's own vendor tests (torch's wheel links MKL statically and exports them) as the
+#: other vendor's processor would, so that MKL takes that vendor's code paths here: a measuring aid
+VENDOR_SHIMS = {
+    "intel": "int mkl_serv_intel_cpu_true(void) { return 1; }\nint mkl_serv_cpuiszen(void) { return 0; }\n",
+    "zen": "int mkl_serv_intel_cpu_true(void) { return 0; }\nint mkl_serv_cpuiszen(void) { return 1; }\n",
+}
+
+
+@pytest.mark.skipif(not X86_AVX2 or shutil.which("cc") is None,
+                    reason="x86-64 with AVX2 and FMA, and a C compiler for the shims")
+def test_mkls_vendor_code_paths_do_not_reach_the_demos_networks(tmp_path):
+    """As MKL computes on Intel and on AMD Zen processors, the demo's networks train the same weights and logits:
+    their products do not go to MKL (calibrepro.portable). The control: MKL's own product changes under a shim."""
+    shims = {}
+    for vendor, source in VENDOR_SHIMS.items():
+        (tmp_path / f"as-{vendor}.c").write_text(source)
+        shims[vendor] = str(tmp_path / f"libas-{vendor}.so")
+        subprocess.run(["cc", "-shared", "-fPIC", "-o", shims[vendor], str(tmp_path / f"as-{vendor}.c")], check=True)
+    native = matmul_digest()[0]
+    assert any(matmul_digest(LD_PRELOAD=library)[0] != native for library in shims.values())
+    own = train_demo()
+    for vendor, library in shims.items():
+        assert train_demo(LD_PRELOAD=library) == own, f"MKL as on {vendor} processors trained other weights"
 
 
 EXP64 = textwrap.dedent(

@@ -267,7 +267,7 @@ def verify(*args: str) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_verify_says_identical_or_names_the_lines_that_differ(undisturbed, tmp_path):
     listing = tmp_path / "demo-sha256.json"
-    listing.write_text(_readme_demo().checksums_text(undisturbed))
+    listing.write_text(_readme_demo().checksums_text(undisturbed, "test-machine"))
     same = verify("--root", str(undisturbed), "--list", str(listing))
     assert same.returncode == 0, same.stdout + same.stderr
     assert same.stdout.startswith("verify: identical: all ")

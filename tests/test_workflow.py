@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from calibrepro import cli
+from calibrepro import cli, determinism, fingerprint
 from calibrepro import metrics as M
 from calibrepro.commands import evaluate_file
 from calibrepro.io import load_logits
@@ -35,6 +35,12 @@ def readme_demo():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def differing_training_primitives(reference: str) -> list[str]:
+    """The training primitives of this processor's kernel fingerprint that differ from the ``reference`` processor's."""
+    ours = fingerprint.measure()
+    return fingerprint.compare(ours, fingerprint.read(ROOT / fingerprint.FOLDER / f"{reference}.json")).get("training", [])
 
 
 def byo_config(tmp_path, models, **extra):
@@ -140,9 +146,20 @@ def test_demo_runs_end_to_end_and_reruns_byte_identical(tmp_path):
     assert (intervals.loc[intervals["interval"] == "percentile", "centre"]
             == intervals.loc[intervals["interval"] == "percentile", "estimate"]).all()
 
-    # every number README.md quotes as the demo's output is this run's, at the printed digit
-    stale = readme_demo().check(tmp_path)
-    assert not stale, f"the documents' demo blocks {stale} are stale: `make demo`, then `python tools/readme_demo.py`"
+    # every number README.md quotes as the demo's output is this run's, at the printed digit, where this processor's
+    # networks give the published logits; where they do not, the kernel fingerprint must say which primitive differs
+    # (docs/reproducibility.md; the analysis of the published logits is identical everywhere: the next test)
+    demo = readme_demo()
+    trained = demo.logits_that_differ(tmp_path)
+    if not trained:
+        stale = demo.check(tmp_path)
+        assert not stale, f"the documents' demo blocks {stale} are stale: `make demo`, then `python tools/readme_demo.py`"
+    else:
+        reference = json.loads((ROOT / demo.CHECKSUMS).read_text(encoding="utf-8"))["machine"]
+        assert differing_training_primitives(reference), (
+            f"the logits of {trained} differ from the published ones, yet no training primitive of this processor's "
+            f"kernel fingerprint differs from {reference}'s: a kernel the fingerprint does not measure, or stale "
+            f"published logits (`make demo`, then `python tools/readme_demo.py`)")
 
     # asked for, a calibrator's test-half probabilities: exactly those the metrics of metrics.csv scored
     asked = [f"results/demo/probabilities/digits/mlp_overconfident/{method}/seed0.npz"
@@ -189,6 +206,19 @@ def test_demo_runs_end_to_end_and_reruns_byte_identical(tmp_path):
     assert "logits" not in {line.split()[0] for line in result.stderr.splitlines() if line.startswith("localrule ")}
     second = {name: (tmp_path / name).read_bytes() for name in outputs}
     assert first == second
+
+
+@pytest.mark.skipif(not determinism.kernel_environment(), reason="the bytes are promised on x86-64 with AVX2 and FMA")
+def test_the_analysis_of_the_published_logits_gives_the_published_bytes(tmp_path):
+    """The promise that holds on every processor: the demo's classification analysis (splits, fits, metrics,
+    intervals, size study, conformal sets, tables) of the published logits is byte for byte the published one."""
+    demo = readme_demo()
+    result = run_snakemake(tmp_path, "--configfile", str(demo.published_inputs_config(tmp_path / "published.yaml")))
+    assert result.returncode == 0, result.stderr[-3000:]
+    published = json.loads((ROOT / demo.CHECKSUMS).read_text(encoding="utf-8"))["files"]
+    expected = {name: entry["sha256"] for name, entry in published.items() if demo.is_analysis(name)}
+    assert len(expected) > 30
+    assert {name: entry["sha256"] for name, entry in demo.checksums(tmp_path).items()} == expected
 
 
 def test_own_logits_replace_the_demo_models(tmp_path):

@@ -22,7 +22,10 @@ import sys
 import textwrap
 from pathlib import Path
 
-from calibrepro.io import write_text
+import yaml
+
+from calibrepro import determinism
+from calibrepro.io import load_logits, save_logits, write_text
 from calibrepro.layout import Layout
 from calibrepro.report.labels import format_number, method_name, metric_spec
 from calibrepro.report.metrics_file import Cell, summarise
@@ -38,6 +41,9 @@ ECE_METHODS = ["uncalibrated", "histogram_binning", "isotonic", "temperature_sca
 INTERVAL_METHODS = ["uncalibrated", "isotonic", "temperature_scaling"]
 #: the published sha256 of the demo's tables and CSVs, relative to the repository
 CHECKSUMS = "docs/demo-sha256.json"
+#: the demo's logits as the published run computed them (``logits``, ``labels``): the fixed inputs on which
+#: ``make verify`` checks the analysis alone, whatever this processor's trained networks give
+PUBLISHED_LOGITS = "docs/demo-logits"
 #: the files it covers: the CSVs the README lists (results/demo/*.csv and the regression part's; the
 #: per-job CSVs in the folders below are parts of them) and every table and report under reports/demo/.
 #: Not covered: the logs, and the figures, archives and weights caches, which record library versions.
@@ -168,11 +174,76 @@ def checksums(root: Path) -> dict[str, dict[str, str]]:
     return out
 
 
-def checksums_text(root: Path) -> str:
-    """The published list's text for the demo outputs under ``root``."""
+def verdicts(root: Path) -> dict[str, dict[str, str]]:
+    """Per reproduction report of the demo under ``root``: each finding's verdict, "holds" or "does not hold", by the
+    first three cells of its table row (data set, method or model, finding)."""
+    out = {}
+    for path in sorted((Path(root) / Layout.named("demo").reports).glob("**/reproduction.md")):
+        rows = {}
+        for line in path.read_text(encoding="utf-8").splitlines():
+            cells = [cell.strip() for cell in line.strip().strip("|").split("|")] if line.startswith("|") else []
+            if len(cells) > 3 and cells[-1].startswith(("holds", "does not hold")):
+                rows[" | ".join(cells[:3])] = "does not hold" if cells[-1].startswith("does not") else "holds"
+        out[path.relative_to(root).as_posix()] = rows
+    return out
+
+
+def checksums_text(root: Path, machine: str) -> str:
+    """The published list's text for the demo outputs under ``root``, made on the processor ``machine``
+    (its kernel fingerprint's name in docs/fingerprints/)."""
     return json.dumps({"about": "sha256 of the demo's tables and CSVs, written by `python tools/readme_demo.py` from a "
                                 "`make demo` run; `make verify` compares a fresh run with it",
-                       "files": checksums(root)}, indent=1) + "\n"
+                       "machine": machine, "verdicts": verdicts(root), "files": checksums(root)}, indent=1) + "\n"
+
+
+def is_analysis(name: str) -> bool:
+    """Whether a listed file is the classification analysis's, which the published logits alone determine
+    (the regression part's tables rest on networks trained on the machine)."""
+    return "/regression/" not in name and not name.endswith("/regression")
+
+
+def demo_logits(root: Path) -> dict[str, Path]:
+    """The demo's logits archives under ``root``, by model."""
+    folder = Path(root) / Layout.named("demo").results / "logits" / "digits"
+    return {path.stem: path for path in sorted(folder.glob("*.npz"))}
+
+
+def write_published_logits(root: Path, repository: Path, machine: str) -> list[Path]:
+    """Copy the logits and labels (not the run's metadata) of the demo under ``root`` to :data:`PUBLISHED_LOGITS`."""
+    folder = Path(repository) / PUBLISHED_LOGITS
+    written = []
+    for model, path in demo_logits(root).items():
+        archive = load_logits(path)
+        target = folder / f"{model}.npz"
+        save_logits(target, archive.logits, archive.labels,
+                    {"about": f"the demo's logits of {model} as published (tools/readme_demo.py), made on {machine}"})
+        written.append(target)
+    return written
+
+
+def logits_that_differ(root: Path, published_logits: Path = REPOSITORY / PUBLISHED_LOGITS) -> list[str]:
+    """The demo models whose logits or labels under ``root`` are not, bit for bit, those in ``published_logits``."""
+    published = {path.stem: path for path in sorted(Path(published_logits).glob("*.npz"))}
+    ours = demo_logits(root)
+    differ = sorted(published.keys() ^ ours.keys())
+    for model in sorted(published.keys() & ours.keys()):
+        a, b = load_logits(published[model]), load_logits(ours[model])
+        if a.logits.tobytes() != b.logits.tobytes() or a.labels.tobytes() != b.labels.tobytes():
+            differ.append(model)
+    return differ
+
+
+def published_inputs_config(path: Path, published_logits: Path = REPOSITORY / PUBLISHED_LOGITS) -> Path:
+    """The demo's configuration with each classifier's logits read from :data:`PUBLISHED_LOGITS` (``source: logits``)
+    and no regression part: the analysis alone, on the published inputs. Written to ``path``."""
+    config = yaml.safe_load((REPOSITORY / "config" / "config.yaml").read_text(encoding="utf-8"))
+    folder = Path(published_logits).resolve()
+    config["models"] = {"digits": {model: {"source": "logits", "path": str(folder / f"{model}.npz")}
+                                   for model in config["models"]["digits"]}}
+    for key in ("datasets", "regression"):
+        config.pop(key, None)
+    write_text(path, yaml.safe_dump(config, sort_keys=False))
+    return path
 
 
 #: block name -> (the document that quotes it, relative to the repository; what generates it)
@@ -229,10 +300,15 @@ def _updated(repository: Path, root: Path) -> dict[Path, tuple[str, list[str]]]:
 
 
 def _checksums_stale(repository: Path, root: Path) -> tuple[Path, str, bool]:
-    """The published list's path, its text for the demo outputs under ``root``, and whether the file differs."""
+    """The published list's path, its text for the demo outputs under ``root`` made on this processor, and whether
+    the files it lists differ from the published ones."""
     path = Path(repository) / CHECKSUMS
-    text = checksums_text(Path(root))
-    return path, text, not path.is_file() or path.read_text(encoding="utf-8") != text
+    text = checksums_text(Path(root), determinism.processor_name())
+    try:
+        stale = json.loads(path.read_text(encoding="utf-8"))["files"] != json.loads(text)["files"]
+    except (OSError, ValueError, KeyError):
+        stale = True
+    return path, text, stale
 
 
 def check(root: Path, repository: Path = REPOSITORY) -> list[str]:
@@ -259,7 +335,8 @@ def main(argv: list[str] | None = None) -> int:
               f"run `python tools/readme_demo.py` after `make demo` to rewrite it", file=sys.stderr)
     elif checksums_stale:
         write_text(checksums_path, checksums_new)
-        print(f"readme_demo: {checksums_path} rewritten")
+        written = write_published_logits(args.root, args.repository, determinism.processor_name())
+        print(f"readme_demo: {checksums_path} and the {len(written)} archives of {PUBLISHED_LOGITS}/ rewritten")
     for path, (text, stale) in updated.items():
         if args.check:
             for name in stale:
