@@ -34,6 +34,10 @@ kernels. ``CALIBREPRO_NATIVE_KERNELS=1`` keeps every library's own choice (faste
 last bits). A variable the user set to another value is replaced (the point is the same path
 everywhere), except ``OPENBLAS_CORETYPE``, which some machines set to avoid a broken OpenBLAS kernel.
 
+What the pin cannot reach: MKL's GEMM kernels and its vector-math square root still differ between
+Intel's and AMD's processors under ``MKL_CBWR=COMPATIBLE`` (measured with the kernel fingerprints of
+docs/fingerprints/): :mod:`calibrepro.portable` keeps both off every output's path.
+
 Threads: torch's parallel reductions and MKL's matrix products split the work by the thread count
 and add the parts in another order, so every computation whose result reaches a table runs in one
 torch thread (:func:`single_threaded`, :func:`torch_threads`). Seeds: :func:`seeded`.
