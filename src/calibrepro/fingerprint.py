@@ -201,7 +201,7 @@ def _random(put) -> None:
 
 
 def _optimisers(put) -> None:
-    """Five steps on fixed gradients: Adam as torch's default (off-path) and fused (portable.adam), SGD with momentum."""
+    """Five steps on fixed gradients: torch's default Adam (off-path), fused Adam (portable.adam), SGD with momentum."""
     import torch
 
     from calibrepro import portable
@@ -443,9 +443,10 @@ def summary(ours: dict, reference: dict, where: str) -> str:
         total = sum(ours["primitives"][name]["path"] == path for name in shared)
         label = "off-path (not used by any output)" if path == "off-path" else path
         names = differ[path]
-        lines.append(f"{label}: " + (f"{len(names)} of {total} differ: {', '.join(names)}" if names
-                                     else f"none differ ({total} compared)"))
+        lines.append(f"{label}: {len(names)} of {total} differ:" if names
+                     else f"{label}: none differ ({total} compared)")
+        lines += [f"  {name}" for name in names]
     if differ[MISSING]:
-        lines.append(f"not measured on the reference machine: {len(differ[MISSING])} (the project's own primitives"
-                     f" added since: {', '.join(differ[MISSING])})")
+        lines.append(f"not measured on the reference machine: {len(differ[MISSING])}")
+        lines += [f"  {name}" for name in differ[MISSING]]
     return "\n".join(lines)
