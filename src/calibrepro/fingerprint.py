@@ -360,8 +360,9 @@ def _project_trainings(put) -> None:
 def measure() -> dict:
     """This machine's fingerprint: processor, versions, kernels in force and every primitive's digest.
 
-    Runs in this process on one thread; the process must compute on the pinned kernels (NumPy imported after
-    calibrepro: :func:`calibrepro.determinism.kernels_pinned`), else the digests would not be the project's.
+    Runs in this process on one thread, leaving its thread counts and torch's generator as they were; the process
+    must compute on the pinned kernels (NumPy imported after calibrepro:
+    :func:`calibrepro.determinism.kernels_pinned`), else the digests would not be the project's.
     """
     from calibrepro import determinism
 
@@ -374,7 +375,7 @@ def measure() -> dict:
     from threadpoolctl import threadpool_limits
 
     put = _Record()
-    with threadpool_limits(1), determinism.torch_threads(1):
+    with threadpool_limits(1), determinism.torch_threads(1), torch.random.fork_rng():  # the caller's seed kept
         _products(put)
         z, labels = _element_wise(put)
         _random(put)
