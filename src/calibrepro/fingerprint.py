@@ -87,12 +87,12 @@ class _Record:
         self.primitives[name] = {"digest": digest.hexdigest()[:16], "path": path}
 
 
-def _normal(*shape, dtype=None, seed=0):
-    """Fixed inputs: float64 standard normals of a seeded torch generator, rounded to ``dtype`` (float32)."""
+def _normal(*shape, seed: int):
+    """Fixed inputs: float64 standard normals of a torch generator seeded with ``seed``, rounded to float32."""
     import torch
 
     generator = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=generator, dtype=torch.float64).to(dtype or torch.float32)
+    return torch.randn(*shape, generator=generator, dtype=torch.float64).float()
 
 
 #: (m, k, n) of the products: the demo's and LeNet-5's layers at batch 64 and at the 899 evaluation digits,
@@ -137,7 +137,7 @@ def _products(put) -> None:
         put(f"portable.linear gradients 64x{fan_in}->{fan_out}", "training", x.grad, weight.grad, bias.grad)
 
 
-def _element_wise(put) -> list:
+def _element_wise(put) -> tuple:
     """torch's element-wise kernels (a length with a tail after the 8-lane blocks) and its reductions of
     (899, 10) logits; returns those logits and their labels, which later primitives reuse."""
     import torch
@@ -177,7 +177,7 @@ def _element_wise(put) -> list:
     loss = F.cross_entropy(logits, labels, label_smoothing=0.1)
     loss.backward()
     put("torch.cross_entropy + grad (label smoothing 0.1)", "training", loss, logits.grad)
-    return [z, labels]
+    return z, labels
 
 
 def _random(put) -> None:
