@@ -99,8 +99,10 @@ def _normal(*shape, seed: int):
 #: LeNet-5's first fully connected layer at 1000 images, a larger product and an odd-sized one
 _PRODUCTS = [(64, 64, 10), (64, 64, 256), (64, 256, 256), (899, 64, 10), (1000, 400, 120), (64, 400, 120),
              (64, 120, 84), (64, 84, 10), (300, 700, 200), (7, 13, 5)]
-#: the layers portable.Linear computes in the demo's MLPs and LeNet-5's head (batch 64)
-_LAYERS = [(64, 256), (256, 256), (256, 10), (64, 10), (400, 120), (120, 84), (84, 10)]
+#: the layers portable.Linear computes in the demo's networks (256- and 128-wide MLPs, logistic regression) and
+#: LeNet-5's head, at batch 64
+_LAYERS = [(64, 256), (256, 256), (256, 10), (64, 128), (128, 128), (128, 10), (64, 10),
+           (400, 120), (120, 84), (84, 10)]
 
 
 def _products(put) -> None:
