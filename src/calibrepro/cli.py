@@ -246,6 +246,23 @@ def _models(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fingerprint(args: argparse.Namespace) -> int:
+    from calibrepro import fingerprint
+
+    reference = fingerprint.load(args.compare) if args.compare else None  # a bad file stops before measuring
+    ours = fingerprint.measure()
+    text = json.dumps(ours, indent=1) + "\n"
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"{args.output}: the kernel fingerprint of this machine ({len(ours['primitives'])} primitives; "
+              f"its name in docs/fingerprints/: {fingerprint.file_name(ours['cpu'])})")
+    if reference is not None:
+        print(fingerprint.summary(ours, reference, args.compare))
+    elif not args.output:
+        print(text, end="")
+    return 0
+
+
 #: sources that take any name their library knows (``calibrepro models --source S --filter PART``)
 NAMED_SOURCES = ("timm", "torchvision")
 
@@ -475,6 +492,20 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("--dataset", help="only the models of this data set (e.g. cifar100)")
     models.add_argument("--filter", metavar="PART",
                         help="list the names timm or torchvision know that contain PART (e.g. convnext), not the pins")
+
+    fingerprint = add_command(
+        commands,
+        "fingerprint",
+        _fingerprint,
+        "the kernel fingerprint of this machine: the digest of each primitive computation the analysis and the "
+        "trained networks rest on (JSON), or with --compare which of them differ from another machine's",
+        "calibrepro fingerprint --compare docs/fingerprints/GenuineIntel-6-207.json",
+        "calibrepro fingerprint --output this-machine.json",
+        details="Each primitive runs on fixed inputs, one thread, on the pinned kernels (calibrepro.determinism), "
+        "in about 5 s; docs/fingerprints/README.md says what the files are.",
+    )
+    fingerprint.add_argument("--output", metavar="FILE", help="write the JSON to FILE instead of printing it")
+    fingerprint.add_argument("--compare", metavar="FILE", help="a fingerprint file: print which primitives differ")
 
     examples = "".join(f"  {sub.get_default('example')}\n" for sub in commands.choices.values())
     parser.epilog = f"examples:\n{examples}\n{EPILOG}"
