@@ -20,8 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from calibrepro import fingerprint
 from calibrepro.download import fetch
-from calibrepro.io import atomic_path, new_part_file, remove_stale_parts, write_json
+from calibrepro.io import atomic_path, load_logits, new_part_file, remove_stale_parts, save_logits, write_json
 from calibrepro.reliability import reliability_bins
 from calibrepro.report.figures import write_reliability_figure
 from calibrepro.zoo import Download
@@ -268,7 +269,8 @@ def verify(*args: str) -> subprocess.CompletedProcess:
 def test_verify_says_identical_or_names_the_lines_that_differ(undisturbed, tmp_path):
     listing = tmp_path / "demo-sha256.json"
     listing.write_text(_readme_demo().checksums_text(undisturbed, "test-machine"))
-    same = verify("--root", str(undisturbed), "--list", str(listing))
+    logits = ["--logits", str(undisturbed / "results/demo/logits/digits")]  # the list's own run: its logits are published
+    same = verify("--root", str(undisturbed), "--list", str(listing), *logits)
     assert same.returncode == 0, same.stdout + same.stderr
     assert same.stdout.startswith("verify: identical: all ")
     assert re.search(r"^  processor: .+\n  flags: avx2 (yes|no), fma (yes|no), avx512f (yes|no)$", same.stdout, re.MULTILINE)
@@ -282,10 +284,54 @@ def test_verify_says_identical_or_names_the_lines_that_differ(undisturbed, tmp_p
     lines[39] = lines[39].rsplit(",", 1)[0] + ",0.5\n"
     metrics.write_text("".join(lines))
     (tampered / "reports/demo/tables/nll.tex").unlink()
-    differs = verify("--root", str(tampered), "--list", str(listing))
+    differs = verify("--root", str(tampered), "--list", str(listing), *logits)
     assert differs.returncode == 1, differs.stdout + differs.stderr
     assert differs.stdout.startswith("verify: the demo's outputs differ from the published ones")
     assert "  reports/demo/tables/nll.tex: missing (the demo did not write it)\n" in differs.stdout
     assert (f"  results/demo/metrics.csv: 1 of its {len(lines)} lines differ; columns: "
             f"dataset,model,method,seed,metric,value\n      line 40: {lines[39]}") in differs.stdout
     assert differs.stdout.count(": ") > 3 and "  pinned: " in differs.stdout  # the machine's facts all the same
+    # the networks gave the list's logits: no processor's kernels explain the difference
+    assert "verify: the networks trained here gave the published logits, yet outputs differ: a bug" in differs.stdout
+
+
+@pytest.mark.slow
+def test_verify_separates_the_analysis_from_networks_trained_to_other_bits(undisturbed, tmp_path):
+    """As on a processor whose networks train other last bits than the reference processor's: verify reruns the
+    analysis alone on the published logits (identical), and the fingerprint names the primitive that explains it."""
+    demo = _readme_demo()
+    listing = tmp_path / "demo-sha256.json"
+    listing.write_text(demo.checksums_text(undisturbed, "reference-machine"))
+    here = tmp_path / "here"
+    for folder in ("results", "reports"):
+        shutil.copytree(undisturbed / folder, here / folder)
+    for path in demo.demo_logits(here).values():  # one logit a last bit up, and a table with it
+        archive = load_logits(path)
+        logits = archive.logits.copy()
+        logits[0, 0] = np.nextafter(logits[0, 0], np.float32(np.inf))
+        save_logits(path, logits, archive.labels)
+    metrics = here / "results/demo/metrics.csv"
+    metrics.write_text(metrics.read_text().replace(",", ", ", 1))
+    ours = fingerprint.measure()
+    fingerprints = tmp_path / "fingerprints"
+    fingerprints.mkdir()
+    trained = next(name for name, entry in ours["primitives"].items() if entry["path"] == "training")
+    reference = json.loads(json.dumps(ours))
+    reference["primitives"][trained]["digest"] = "0" * 16
+    (fingerprints / "reference-machine.json").write_text(json.dumps(reference))
+    options = ["--root", str(here), "--list", str(listing), "--fingerprints", str(fingerprints),
+               "--logits", str(undisturbed / "results/demo/logits/digits")]
+    explained = verify(*options)
+    assert explained.returncode == 0, explained.stdout + explained.stderr
+    assert "verify: the networks trained on this processor (" in explained.stdout
+    assert "1 of the " in explained.stdout and "tables and CSVs differ" in explained.stdout
+    assert re.search(r"verify: the analysis of the published logits is identical: all \d+ of its", explained.stdout)
+    assert re.search(r"verify: (\d+) of the \1 findings of the reproduction reports have the published verdict",
+                     explained.stdout)
+    assert f"training: 1 of " in explained.stdout and f"    {trained}\n" in explained.stdout
+    # the same difference with every training primitive as the reference's: nothing explains it
+    (fingerprints / "reference-machine.json").write_text(json.dumps(ours))
+    unexplained = verify(*options)
+    assert unexplained.returncode == 1, unexplained.stdout + unexplained.stderr
+    assert "a kernel the fingerprint does not measure" in unexplained.stdout
+

@@ -40,7 +40,7 @@ def readme_demo():
 def differing_training_primitives(reference: str) -> list[str]:
     """The training primitives of this processor's kernel fingerprint that differ from the ``reference`` processor's."""
     ours = fingerprint.measure()
-    return fingerprint.compare(ours, fingerprint.read(ROOT / fingerprint.FOLDER / f"{reference}.json")).get("training", [])
+    return fingerprint.compare(ours, fingerprint.load(ROOT / fingerprint.FOLDER / f"{reference}.json"))["training"]
 
 
 def byo_config(tmp_path, models, **extra):

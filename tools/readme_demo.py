@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from calibrepro import determinism
+from calibrepro import fingerprint
 from calibrepro.io import load_logits, save_logits, write_text
 from calibrepro.layout import Layout
 from calibrepro.report.labels import format_number, method_name, metric_spec
@@ -303,7 +303,7 @@ def _checksums_stale(repository: Path, root: Path) -> tuple[Path, str, bool]:
     """The published list's path, its text for the demo outputs under ``root`` made on this processor, and whether
     the files it lists differ from the published ones."""
     path = Path(repository) / CHECKSUMS
-    text = checksums_text(Path(root), determinism.processor_name())
+    text = checksums_text(Path(root), fingerprint.machine_name())
     try:
         stale = json.loads(path.read_text(encoding="utf-8"))["files"] != json.loads(text)["files"]
     except (OSError, ValueError, KeyError):
@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
               f"run `python tools/readme_demo.py` after `make demo` to rewrite it", file=sys.stderr)
     elif checksums_stale:
         write_text(checksums_path, checksums_new)
-        written = write_published_logits(args.root, args.repository, determinism.processor_name())
+        written = write_published_logits(args.root, args.repository, fingerprint.machine_name())
         print(f"readme_demo: {checksums_path} and the {len(written)} archives of {PUBLISHED_LOGITS}/ rewritten")
     for path, (text, stale) in updated.items():
         if args.check:

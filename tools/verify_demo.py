@@ -25,10 +25,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from calibrepro import determinism
+from calibrepro import determinism, fingerprint
 from readme_demo import (CHECKSUMS, PUBLISHED_LOGITS, REPOSITORY, DemoOutputError, checksums, is_analysis, line_digests,
                          logits_that_differ, published_inputs_config, verdicts)
 
@@ -180,35 +181,34 @@ def verdict_report(root: Path, published: dict) -> str:
     return text + "".join(f"\n  {line}" for line in other)
 
 
-def fingerprint_report(reference_name: str) -> tuple[list[str], str]:
-    """This processor's kernel fingerprint against the reference processor's: the training primitives that differ,
-    and the report's lines."""
-    from calibrepro import fingerprint
+def fingerprint_report(reference_name: str, folder: Path) -> tuple[list[str], str]:
+    """This processor's kernel fingerprint against the reference processor's (in ``folder``): the training primitives
+    that differ, and the report (calibrepro fingerprint --compare)."""
+    path = folder / f"{reference_name}.json"
+    if not path.is_file():
+        return [], f"no kernel fingerprint of the reference processor {reference_name} in {folder}"
+    ours, reference = fingerprint.measure(), fingerprint.load(path)
+    summary = fingerprint.summary(ours, reference, str(path))
+    return fingerprint.compare(ours, reference)["training"], "kernel fingerprint:\n" + textwrap.indent(summary, "  ")
 
-    reference = REPOSITORY / fingerprint.FOLDER / f"{reference_name}.json"
-    if not reference.is_file():
-        return [], f"no kernel fingerprint of the reference processor {reference_name} in {fingerprint.FOLDER}/"
-    differ = fingerprint.compare(fingerprint.measure(), fingerprint.read(reference))
-    return differ.get("training", []), fingerprint.summary(differ, reference_name)
 
-
-def explain(root: Path, published: dict, report: list[str], cores: int, logits: Path) -> tuple[bool, list[str]]:
-    """Where the demo's outputs differ from the published ones (whose logits are under ``logits``): whether the
-    promise still holds here, and the sentences that say why."""
-    trained = logits_that_differ(root, logits)
+def explain(root: Path, published: dict, report: list[str], args: argparse.Namespace) -> tuple[bool, list[str]]:
+    """Where the demo's outputs differ from the published ones (their logits and fingerprints in ``args``): whether
+    the promise still holds here, and the sentences that say why."""
+    trained = logits_that_differ(root, args.logits)
     if not trained:
         return False, ["the networks trained here gave the published logits, yet outputs differ: a bug (please report "
                        "it with this output)"]
-    affected = len(report)
-    analysis_holds, analysis = analysis_report(published, cores, logits)
-    primitives, fingerprint = fingerprint_report(published["machine"])
+    affected = sum(not line.startswith(" ") for line in report)  # one line a file, then its differing lines
+    analysis_holds, analysis = analysis_report(published, args.cores, args.logits)
+    primitives, kernels = fingerprint_report(published["machine"], args.fingerprints)
     lines = [
-        f"the networks trained on this processor ({determinism.processor_name()}) differ in their last bits from those "
+        f"the networks trained on this processor ({fingerprint.machine_name()}) differ in their last bits from those "
         f"of the reference processor ({published['machine']}): the logits of {', '.join(trained)}; {affected} of the "
         f"{len(published['files'])} tables and CSVs differ (docs/reproducibility.md says where the bytes are promised)",
         analysis,
         verdict_report(root, published),
-        fingerprint,
+        kernels,
     ]
     if analysis_holds and not primitives:
         lines.append("no training primitive of the fingerprint differs, yet the networks do: a kernel the fingerprint "
@@ -222,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cores", type=int, default=2, help="cores for the demo run (the numbers do not depend on it)")
     parser.add_argument("--list", type=Path, default=REPOSITORY / CHECKSUMS, help="the published sha256 list")
     parser.add_argument("--logits", type=Path, default=REPOSITORY / PUBLISHED_LOGITS, help="the published demo logits")
+    parser.add_argument("--fingerprints", type=Path, default=REPOSITORY / fingerprint.FOLDER,
+                        help="the kernel fingerprints of the processors the list may come from")
     args = parser.parse_args(argv)
     try:
         published = read_list(args.list)
@@ -231,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"verify: running the demo in {root} (about a minute on two cores)", flush=True)
             run_demo(root, args.cores)  # a failed run keeps the folder: its log says why
         report = compare(root, published["files"])
-        holds, lines = explain(root, published, report, args.cores, args.logits) if report else (True, [])
+        holds, lines = explain(root, published, report, args) if report else (True, [])
         if args.root is None:
             shutil.rmtree(root)
     except DemoOutputError as error:

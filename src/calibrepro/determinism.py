@@ -78,29 +78,6 @@ def cpu_flags() -> set[str]:
     return set()
 
 
-def processor() -> dict[str, str]:
-    """The processor as Linux names it (``/proc/cpuinfo``: vendor, family, model, its name, stepping); empty elsewhere."""
-    keys = {"vendor_id": "vendor", "cpu family": "family", "model": "model", "model name": "name", "stepping": "stepping"}
-    facts: dict[str, str] = {}
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as info:
-            for line in info:
-                key, _, value = line.partition(":")
-                if key.strip() in keys:
-                    facts.setdefault(keys[key.strip()], value.strip())
-    except OSError:
-        pass
-    return facts
-
-
-def processor_name() -> str:
-    """``<vendor>-<family>-<model>`` (``GenuineIntel-6-207``): the name of this processor's kernel fingerprint."""
-    facts = processor()
-    if "vendor" not in facts:
-        return f"{platform.machine() or 'unknown'}-unknown"
-    return f"{facts['vendor']}-{facts.get('family', '?')}-{facts.get('model', '?')}"
-
-
 def _numpy_names() -> str:
     """NumPy's names of its AVX-512 groups for the installed release (read without importing NumPy)."""
     try:

@@ -36,6 +36,8 @@ from pathlib import Path
 PATHS = ("analysis", "training", "off-path")
 #: version of the fingerprint files
 FORMAT = 1
+#: where the repository keeps the fingerprints of the processors it was measured on
+FOLDER = "docs/fingerprints"
 #: the key of :func:`compare`'s answer that lists the primitives the reference did not measure
 MISSING = "not measured there"
 
@@ -63,9 +65,15 @@ def cpu() -> dict:
     return info
 
 
+def machine_name(cpu_info: dict | None = None) -> str:
+    """``<vendor_id>-<family>-<model>`` of a processor (default: this one), as its fingerprint file is named."""
+    cpu_info = cpu() if cpu_info is None else cpu_info
+    return f"{cpu_info['vendor_id']}-{cpu_info['family']}-{cpu_info['model']}"
+
+
 def file_name(cpu_info: dict) -> str:
     """``<vendor_id>-<family>-<model>.json``: the name of a processor's fingerprint file."""
-    return f"{cpu_info['vendor_id']}-{cpu_info['family']}-{cpu_info['model']}.json"
+    return f"{machine_name(cpu_info)}.json"
 
 
 class _Record:
