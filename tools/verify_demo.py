@@ -192,10 +192,10 @@ def fingerprint_report(reference_name: str, folder: Path) -> tuple[list[str], st
     return fingerprint.compare(ours, reference)["training"], "kernel fingerprint:\n" + textwrap.indent(summary, "  ")
 
 
-def explain(root: Path, published: dict, report: list[str], args: argparse.Namespace) -> tuple[bool, list[str]]:
-    """Where the demo's outputs differ from the published ones (their logits and fingerprints in ``args``): whether
-    the promise still holds here, and the sentences that say why."""
-    trained = logits_that_differ(root, args.logits)
+def explain(root: Path, published: dict, report: list[str], trained: list[str],
+            args: argparse.Namespace) -> tuple[bool, list[str]]:
+    """Where the demo's outputs differ from the published ones (their logits and fingerprints in ``args``; the models
+    whose logits differ: ``trained``): whether the promise still holds here, and the sentences that say why."""
     if not trained:
         return False, ["the networks trained here gave the published logits, yet outputs differ: a bug (please report "
                        "it with this output)"]
@@ -233,7 +233,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"verify: running the demo in {root} (about a minute on two cores)", flush=True)
             run_demo(root, args.cores)  # a failed run keeps the folder: its log says why
         report = compare(root, published["files"])
-        holds, lines = explain(root, published, report, args) if report else (True, [])
+        trained = logits_that_differ(root, args.logits) if report else []
+        holds, lines = explain(root, published, report, trained, args) if report else (True, [])
         if args.root is None:
             shutil.rmtree(root)
     except DemoOutputError as error:
@@ -241,7 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if report:
         print(f"verify: the demo's outputs differ from the published ones ({args.list}):")
-        print("\n".join(f"  {line}" for line in report))
+        shown = [line for line in report if not trained or not line.startswith(" ")]  # networks differ: files only
+        print("\n".join(f"  {line}" for line in shown))
         print("\n".join(f"verify: {line}" for line in lines))
     else:
         print(f"verify: identical: all {len(published['files'])} tables and CSVs of the demo have the published sha256 "
