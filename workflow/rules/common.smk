@@ -27,6 +27,7 @@ from calibrepro.calibrators import OWN_JOB, module_of
 from calibrepro.calibrators.cost import fit_minutes, fit_plan_summary, logits_shape
 from calibrepro.layout import Layout
 from calibrepro.io import LogitsFileError, check_agreement
+from calibrepro.training.curves import request_spec
 from calibrepro.steps.run import failure_summary, outputs_summary, remove_stale_outputs
 from calibrepro.zoo import LogitsRequest, get_source
 
@@ -185,7 +186,7 @@ def logits_inputs(wildcards):
 
 def logits_request(wildcards):
     """The logits job as JSON text (written to a request file for the command line)."""
-    spec = model_spec(wildcards)
+    spec = request_spec(model_spec(wildcards), config)
     request = LogitsRequest(
         dataset=wildcards.dataset,
         model=wildcards.model,
