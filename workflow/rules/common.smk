@@ -337,6 +337,18 @@ def uncertainty_table_inputs(wildcards):
     return inputs
 
 
+#: (dataset, model) of the trained networks with curves (workflow/rules/curves.smk), in config order
+CURVE_MODELS = [(dataset, model) for dataset, model in MODELS if config["models"][dataset][model].get("curves")]
+
+
+def curves_paths():
+    """The outputs of calibration over training: the gathered curves, the tables, a figure per data set."""
+    if not CURVE_MODELS:
+        return []
+    figures = [LAYOUT.dataset_figure("curves", d, ext) for d in dict.fromkeys(d for d, _ in CURVE_MODELS) for ext in ("png", "pdf")]
+    return [LAYOUT.training_curves, LAYOUT.table("curves", "md"), LAYOUT.table("curves", "tex"), *figures]
+
+
 def uncertainty_reproduction_inputs(wildcards):
     """Extra inputs of the reproduction rule: the intervals, the size study and the conformal results, when they
     are computed."""
@@ -345,6 +357,8 @@ def uncertainty_reproduction_inputs(wildcards):
         inputs["size_study"] = LAYOUT.size_study
     if CONFORMAL["enabled"]:
         inputs["conformal"] = LAYOUT.conformal
+    if CURVE_MODELS:
+        inputs["curves"] = LAYOUT.curves_findings
     return inputs
 
 
@@ -374,6 +388,7 @@ def targets():
         groups["conformal"].append(LAYOUT.conformal)
         groups["tables"] += [LAYOUT.table("conformal", ext) for ext in ("md", "tex")]
         groups["figures"] += conformal_figure_paths()
+    groups["curves"] = curves_paths()
     if MODELS and config["report"]["export_probabilities"]:
         groups["probabilities"] += probabilities_paths()
     return {**groups, **regression_groups()}

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 # numpy arrays in the hints only: validating a configuration imports this module (the entry's checks)
 
+import sys
 from typing import Mapping
 
 #: the calibrators a curve records (the pipeline's names), and the metrics of each on the test half
@@ -112,10 +113,13 @@ class Recorder:
         epoch = record["epoch"]
         if epoch % self.settings["every"] and epoch != self.epochs:
             return
+        import time
+
         import torch
 
         from calibrepro.training.trainer import forward
 
+        start = time.perf_counter()
         network.eval()
         try:
             with torch.random.fork_rng(devices=[]):
@@ -123,3 +127,10 @@ class Recorder:
         finally:
             network.train()
         record["curves"] = epoch_metrics(logits, self.y, self.calibration, self.test, self.settings["bins"])
+        values = record["curves"]
+        print(
+            f"curves: epoch {epoch}: test ECE {100 * values['uncalibrated']['ece']:.2f} %, after TS "
+            f"{100 * values['temperature_scaling']['ece']:.2f} % (T {values['temperature_scaling']['temperature']:.3f}); "
+            f"evaluated in {time.perf_counter() - start:.2f} s",
+            file=sys.stderr, flush=True,
+        )

@@ -1,0 +1,86 @@
+# Calibration over training (issue 45): the curves that trained networks with `curves: {every: N}` record
+# while they train (in their logits' metadata) gathered into one tidy file, a figure per data set, the table
+# of the first, best and last epoch, and the findings' section of the reproduction report.
+
+from calibrepro.steps import curves
+
+
+localrules:
+    gather_curves,
+
+
+def curve_logits():
+    return [LAYOUT.logits(dataset, model) for dataset, model in CURVE_MODELS]
+
+
+def curve_datasets(wildcards):
+    """Data set -> its split file, its networks with curves (name -> logits file) and their config entries."""
+    datasets = {}
+    for dataset, model in CURVE_MODELS:
+        entry = datasets.setdefault(dataset, {"split": LAYOUT.split(dataset, SEEDS[0]), "models": {}, "entries": {}})
+        entry["models"][model] = LAYOUT.logits(dataset, model)
+        entry["entries"][model] = config["models"][dataset][model]
+    return datasets
+
+
+rule gather_curves:
+    input:
+        curve_logits(),
+    output:
+        LAYOUT.training_curves,
+    log:
+        LAYOUT.log("gather_curves"),
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    params:
+        models=[(dataset, model, LAYOUT.logits(dataset, model)) for dataset, model in CURVE_MODELS],
+    run:
+        curves.gather_curves_step(params.models, output[0], log=log[0])
+
+
+rule curves_report:
+    input:
+        curves=LAYOUT.training_curves,
+        logits=curve_logits(),
+        splits=[LAYOUT.split(dataset, SEEDS[0]) for dataset in dict.fromkeys(d for d, _ in CURVE_MODELS)],
+    output:
+        md=LAYOUT.table("curves", "md"),
+        tex=LAYOUT.table("curves", "tex"),
+        findings=LAYOUT.curves_findings,
+        figures=[
+            LAYOUT.dataset_figure("curves", dataset, ext)
+            for dataset in dict.fromkeys(d for d, _ in CURVE_MODELS)
+            for ext in ("png", "pdf")
+        ],
+    log:
+        LAYOUT.log("curves_report"),
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    params:
+        datasets=curve_datasets,
+        figures={
+            dataset: tuple(LAYOUT.dataset_figure("curves", dataset, ext) for ext in ("png", "pdf"))
+            for dataset in dict.fromkeys(d for d, _ in CURVE_MODELS)
+        },
+        bins=BINS,
+        resamples=UNCERTAINTY["bootstrap"] if UNCERTAINTY["enabled"] else 0,
+        level=UNCERTAINTY["level"],
+        seed=UNCERTAINTY["seed"],
+    run:
+        curves.curves_report_step(
+            input.curves,
+            params.datasets,
+            params.figures,
+            output.md,
+            output.tex,
+            output.findings,
+            bins=params.bins,
+            resamples=params.resamples,
+            level=params.level,
+            seed=params.seed,
+            log=log[0],
+        )
