@@ -339,13 +339,14 @@ def uncertainty_table_inputs(wildcards):
 
 #: (dataset, model) of the trained networks with curves (workflow/rules/curves.smk), in config order
 CURVE_MODELS = [(dataset, model) for dataset, model in MODELS if config["models"][dataset][model].get("curves")]
+CURVE_DATASETS = list(dict.fromkeys(dataset for dataset, _ in CURVE_MODELS))
 
 
 def curves_paths():
     """The outputs of calibration over training: the gathered curves, the tables, a figure per data set."""
     if not CURVE_MODELS:
         return []
-    figures = [LAYOUT.dataset_figure("curves", d, ext) for d in dict.fromkeys(d for d, _ in CURVE_MODELS) for ext in ("png", "pdf")]
+    figures = [LAYOUT.dataset_figure("curves", dataset, ext) for dataset in CURVE_DATASETS for ext in ("png", "pdf")]
     return [LAYOUT.training_curves, LAYOUT.table("curves", "md"), LAYOUT.table("curves", "tex"), *figures]
 
 

@@ -44,16 +44,12 @@ rule curves_report:
     input:
         curves=LAYOUT.training_curves,
         logits=curve_logits(),
-        splits=[LAYOUT.split(dataset, SEEDS[0]) for dataset in dict.fromkeys(d for d, _ in CURVE_MODELS)],
+        splits=[LAYOUT.split(dataset, SEEDS[0]) for dataset in CURVE_DATASETS],
     output:
         md=LAYOUT.table("curves", "md"),
         tex=LAYOUT.table("curves", "tex"),
         findings=LAYOUT.curves_findings,
-        figures=[
-            LAYOUT.dataset_figure("curves", dataset, ext)
-            for dataset in dict.fromkeys(d for d, _ in CURVE_MODELS)
-            for ext in ("png", "pdf")
-        ],
+        figures=[LAYOUT.dataset_figure("curves", dataset, ext) for dataset in CURVE_DATASETS for ext in ("png", "pdf")],
     log:
         LAYOUT.log("curves_report"),
     threads: 1
@@ -64,7 +60,7 @@ rule curves_report:
         datasets=curve_datasets,
         figures={
             dataset: tuple(LAYOUT.dataset_figure("curves", dataset, ext) for ext in ("png", "pdf"))
-            for dataset in dict.fromkeys(d for d, _ in CURVE_MODELS)
+            for dataset in CURVE_DATASETS
         },
         bins=BINS,
         resamples=UNCERTAINTY["bootstrap"] if UNCERTAINTY["enabled"] else 0,
