@@ -85,7 +85,7 @@ def build_figure(dataset: str, curves: Mapping[str, Mapping]):
 
     columns = len(curves)
     figure = Figure(figsize=(3.6 * columns, 5.6), layout="constrained")
-    axes = figure.subplots(2, columns, squeeze=False)
+    axes = figure.subplots(2, columns, squeeze=False, sharey="row")  # networks side by side on one scale
     for column, (model, curve) in enumerate(curves.items()):
         top, bottom = axes[0][column], axes[1][column]
         _plot(top, curve[(TRAINING, "loss")], 1, color="black", label="training loss")
