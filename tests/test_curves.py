@@ -196,3 +196,19 @@ def test_the_configs_with_curves_validate():
         assert entries, name
         for dataset, model, spec in entries:
             check_entry(dataset, model, spec, config)
+
+
+def test_the_confidence_figure_summarises_the_bins_as_the_metrics_do():
+    from calibrepro.metrics import compute_metrics
+    from calibrepro.reliability import reliability_bins
+    from calibrepro.report.confidence_figure import summary
+
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(300, 4)) * 3
+    labels = rng.integers(0, 4, size=300)
+    probs = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    record = reliability_bins(probs, labels, bins=15)
+    accuracy, confidence, ece = summary(record)
+    expected = compute_metrics(probs, labels, ["accuracy", "ece", "overconfidence"], bins=15)
+    assert accuracy == pytest.approx(expected["accuracy"]) and ece == pytest.approx(expected["ece"])
+    assert confidence - accuracy == pytest.approx(expected["overconfidence"])

@@ -340,13 +340,27 @@ def uncertainty_table_inputs(wildcards):
 #: (dataset, model) of the trained networks with curves (workflow/rules/curves.smk), in config order
 CURVE_MODELS = [(dataset, model) for dataset, model in MODELS if config["models"][dataset][model].get("curves")]
 CURVE_DATASETS = list(dict.fromkeys(dataset for dataset, _ in CURVE_MODELS))
+#: data set -> the networks of its confidence figure (Guo et al.'s fig. 1): those with curves and the pretrained ones
+CONFIDENCE_MODELS = {
+    dataset: [
+        model
+        for model, spec in config["models"][dataset].items()
+        if spec.get("curves") or spec["source"] not in ("train", "ensemble", "logits")
+    ]
+    for dataset in CURVE_DATASETS
+}
 
 
 def curves_paths():
     """The outputs of calibration over training: the gathered curves, the tables, a figure per data set."""
     if not CURVE_MODELS:
         return []
-    figures = [LAYOUT.dataset_figure("curves", dataset, ext) for dataset in CURVE_DATASETS for ext in ("png", "pdf")]
+    figures = [
+        LAYOUT.dataset_figure(kind, dataset, ext)
+        for kind in ("curves", "confidence")
+        for dataset in CURVE_DATASETS
+        for ext in ("png", "pdf")
+    ]
     return [LAYOUT.training_curves, LAYOUT.table("curves", "md"), LAYOUT.table("curves", "tex"), *figures]
 
 

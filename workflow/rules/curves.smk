@@ -1,12 +1,14 @@
 # Calibration over training (issue 45): the curves that trained networks with `curves: {every: N}` record
 # while they train (in their logits' metadata) gathered into one tidy file, a figure per data set, the table
-# of the first, best and last epoch, and the findings' section of the reproduction report.
+# of the first, best and last epoch, the findings' section of the reproduction report, and Guo et al.'s fig. 1
+# (confidence histogram and reliability diagram) of the networks with curves and the pretrained ones beside them.
 
 from calibrepro.steps import curves
 
 
 localrules:
     gather_curves,
+    confidence_figure,
 
 
 def curve_logits():
@@ -80,3 +82,26 @@ rule curves_report:
             seed=params.seed,
             log=log[0],
         )
+
+
+rule confidence_figure:
+    input:
+        lambda wildcards: [
+            LAYOUT.reliability(wildcards.dataset, model, SEEDS[0]) for model in CONFIDENCE_MODELS[wildcards.dataset]
+        ],
+    output:
+        png=LAYOUT.dataset_figure("confidence", "{dataset}", "png"),
+        pdf=LAYOUT.dataset_figure("confidence", "{dataset}", "pdf"),
+    log:
+        LAYOUT.log("confidence_figure", "{dataset}"),
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    params:
+        reliability=lambda wildcards: {
+            model: LAYOUT.reliability(wildcards.dataset, model, SEEDS[0])
+            for model in CONFIDENCE_MODELS[wildcards.dataset]
+        },
+    run:
+        curves.confidence_figure_step(wildcards.dataset, params.reliability, output.png, output.pdf, log=log[0])

@@ -5,7 +5,8 @@
 ``training_curves.csv`` (:mod:`calibrepro.report.curves_file`), one figure per data set and the table
 (:mod:`calibrepro.report.curves`), and the findings' section of the reproduction report
 (:mod:`calibrepro.report.curve_claims`), whose intervals come from the last epoch's logits on the tables'
-split (the paired bootstrap of :mod:`calibrepro.bootstrap`).
+split (the paired bootstrap of :mod:`calibrepro.bootstrap`); and Guo et al.'s fig. 1 of a data set's networks
+(:mod:`calibrepro.report.confidence_figure`).
 """
 
 from __future__ import annotations
@@ -101,3 +102,14 @@ def curves_report_step(curves_csv, datasets: Mapping[str, Mapping], figures: Map
         held = sum(claim.verdict.startswith("holds") for claim in claims)
         logger.info("curves of %d networks: %d figure(s), tables %s, %s; %d of %d findings hold -> %s",
                     len(curves), len(figures), md_output, tex_output, held, len(claims), findings_output)
+
+
+@offload
+def confidence_figure_step(dataset: str, reliability: Mapping[str, str], png, pdf, *, log=None) -> None:
+    """Guo et al.'s fig. 1 of ``dataset``'s networks (network -> its reliability file):
+    :mod:`calibrepro.report.confidence_figure`."""
+    from calibrepro.report.confidence_figure import write_confidence_figure
+
+    with step_log(log) as logger:
+        write_confidence_figure(dataset, reliability, png, pdf)
+        logger.info("confidence histograms and reliability diagrams of %s -> %s, %s", ", ".join(reliability), png, pdf)
