@@ -50,14 +50,14 @@ def build_figure(dataset: str, records: Mapping[str, Mapping], bins: int):
                    bottom=heights, width=width, color="tab:red", alpha=0.3, edgecolor="tab:red", lw=0.4, label="gap")
         bottom.plot([0, 1], [0, 1], color="grey", linestyle="--", lw=1)
         bottom.text(0.96, 0.04, f"ECE {100 * ece:.2f} %", ha="right", va="bottom", fontsize=8,
-                    transform=bottom.transAxes)
+                    transform=bottom.transAxes, bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8})
         bottom.set_xlim(0, 1)
         bottom.set_ylim(0, 1)
         bottom.set_xlabel("confidence", fontsize=8)
         bottom.legend(fontsize=7, frameon=False, loc="upper left")
         for ax in (top, bottom):
             ax.tick_params(labelsize=7)
-    axes[0][0].set_ylabel("% of samples", fontsize=8)
+    axes[0][0].set_ylabel("fraction of samples", fontsize=8)
     axes[1][0].set_ylabel("accuracy", fontsize=8)
     figure.suptitle(f"{dataset}: confidence and calibration before calibration (Guo et al. 2017, fig. 1)", fontsize=9)
     return figure
