@@ -361,7 +361,8 @@ def curves_paths():
         for dataset in CURVE_DATASETS
         for ext in ("png", "pdf")
     ]
-    return [LAYOUT.training_curves, LAYOUT.table("curves", "md"), LAYOUT.table("curves", "tex"), *figures]
+    tables = [LAYOUT.table("curves", "md"), LAYOUT.table("curves", "tex"), LAYOUT.curves_findings]
+    return [LAYOUT.training_curves, *tables, *figures]
 
 
 def uncertainty_reproduction_inputs(wildcards):
