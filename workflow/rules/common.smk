@@ -365,6 +365,20 @@ def curves_paths():
     return [LAYOUT.training_curves, *tables, *figures]
 
 
+def curve_logits():
+    return [LAYOUT.logits(dataset, model) for dataset, model in CURVE_MODELS]
+
+
+def curve_datasets(wildcards):
+    """Data set -> its split file, its networks with curves (name -> logits file) and their config entries."""
+    datasets = {}
+    for dataset, model in CURVE_MODELS:
+        entry = datasets.setdefault(dataset, {"split": LAYOUT.split(dataset, SEEDS[0]), "models": {}, "entries": {}})
+        entry["models"][model] = LAYOUT.logits(dataset, model)
+        entry["entries"][model] = config["models"][dataset][model]
+    return datasets
+
+
 def uncertainty_reproduction_inputs(wildcards):
     """Extra inputs of the reproduction rule: the intervals, the size study and the conformal results, when they
     are computed."""

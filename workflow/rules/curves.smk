@@ -11,20 +11,6 @@ localrules:
     confidence_figure,
 
 
-def curve_logits():
-    return [LAYOUT.logits(dataset, model) for dataset, model in CURVE_MODELS]
-
-
-def curve_datasets(wildcards):
-    """Data set -> its split file, its networks with curves (name -> logits file) and their config entries."""
-    datasets = {}
-    for dataset, model in CURVE_MODELS:
-        entry = datasets.setdefault(dataset, {"split": LAYOUT.split(dataset, SEEDS[0]), "models": {}, "entries": {}})
-        entry["models"][model] = LAYOUT.logits(dataset, model)
-        entry["entries"][model] = config["models"][dataset][model]
-    return datasets
-
-
 rule gather_curves:
     input:
         curve_logits(),
