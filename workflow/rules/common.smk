@@ -352,9 +352,9 @@ CONFIDENCE_MODELS = {
 
 
 def curves_paths():
-    """The outputs of calibration over training: the gathered curves, the tables, a figure per data set."""
+    """The outputs of calibration over training by group: the gathered curves, the tables, two figures per data set."""
     if not CURVE_MODELS:
-        return []
+        return {}
     figures = [
         LAYOUT.dataset_figure(kind, dataset, ext)
         for kind in ("curves", "confidence")
@@ -362,7 +362,7 @@ def curves_paths():
         for ext in ("png", "pdf")
     ]
     tables = [LAYOUT.table("curves", "md"), LAYOUT.table("curves", "tex"), LAYOUT.curves_findings]
-    return [LAYOUT.training_curves, *tables, *figures]
+    return {"curves": [LAYOUT.training_curves], "tables": tables, "figures": figures}
 
 
 def curve_logits():
@@ -418,7 +418,8 @@ def targets():
         groups["conformal"].append(LAYOUT.conformal)
         groups["tables"] += [LAYOUT.table("conformal", ext) for ext in ("md", "tex")]
         groups["figures"] += conformal_figure_paths()
-    groups["curves"] = curves_paths()
+    for group, paths in curves_paths().items():
+        groups.setdefault(group, []).extend(paths)
     if MODELS and config["report"]["export_probabilities"]:
         groups["probabilities"] += probabilities_paths()
     return {**groups, **regression_groups()}
