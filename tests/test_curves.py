@@ -212,3 +212,12 @@ def test_the_confidence_figure_summarises_the_bins_as_the_metrics_do():
     expected = compute_metrics(probs, labels, ["accuracy", "ece", "overconfidence"], bins=15)
     assert accuracy == pytest.approx(expected["accuracy"]) and ece == pytest.approx(expected["ece"])
     assert confidence - accuracy == pytest.approx(expected["overconfidence"])
+
+
+def test_curves_leave_dropout_training_alone(tmp_path):
+    """Dropout draws from torch's generator while training; the evaluations (eval mode, forked generator) take none."""
+    spec = {"hidden": [16], "dropout": 0.3, "epochs": 3}
+    paths = [_train(tmp_path, "curves", {**spec, "curves": {"every": 1}}), _train(tmp_path, "plain", spec)]
+    first, second = (load_logits(path) for path in paths)
+    assert first.metadata["training"][0]["sha256"] == second.metadata["training"][0]["sha256"]
+    assert np.array_equal(first.logits, second.logits)
