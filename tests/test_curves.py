@@ -11,7 +11,7 @@ import yaml
 from calibrepro.config import ConfigError, load_schema, validate_config
 from calibrepro.io import load_logits
 from calibrepro.report.curve_claims import (
-    check_curves, nll_overfitting, rise_while_loss_falls, smoothing_pairs, temperature_rises,
+    check_findings, nll_overfitting, rise_while_loss_falls, smoothing_pairs, temperature_rises,
 )
 from calibrepro.report.curves import render_tables
 from calibrepro.report.curves_file import CurvesFileError, curve_rows, format_curves, read_curves
@@ -158,7 +158,7 @@ OVERFITTING = _curve(ece=[0.05, 0.02, 0.08, 0.15], mce=[0.1, 0.08, 0.2, 0.3], lo
 
 
 def test_the_findings_hold_on_an_overfitting_curve():
-    claims = check_curves("d", {"m": OVERFITTING}, [], None)
+    claims = check_findings("d", {"m": OVERFITTING}, [], None)
     verdicts = {claim.letter: claim.verdict for claim in claims}
     assert verdicts["a"] == verdicts["b"] == verdicts["d"] == verdicts["e"] == "holds"
     assert verdicts["c"].startswith("not checked") and verdicts["f"].startswith("not checked")

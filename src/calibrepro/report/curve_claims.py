@@ -181,7 +181,7 @@ def smoothing_no_better_after_scaling(dataset: str, smoothed: str, plain: str, c
                  "holds" if upper >= 0 else "does not hold (smoothing is lower after TS, beyond the interval)")
 
 
-def check_curves(dataset: str, curves: Mapping[str, Mapping], pairs: list[tuple[str, str]],
+def check_findings(dataset: str, curves: Mapping[str, Mapping], pairs: list[tuple[str, str]],
                  last: LastEpoch | None) -> list[Claim]:
     """Every finding on one data set: (a), (b), (d), (e) per network, (c), (f) per ``(smoothed, plain)`` pair."""
     claims = []

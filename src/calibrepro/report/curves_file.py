@@ -28,7 +28,8 @@ class CurvesFileError(ValueError):
 
 
 def curve_rows(dataset: str, model: str, metadata: Mapping, where: str = "the logits") -> list[tuple]:
-    """The rows of one model from its logits' metadata (``training[0].history``); none without curves."""
+    """The rows of one model from its logits' metadata (``training[0].history``); :class:`CurvesFileError` naming
+    ``where`` when they hold no curves."""
     training = metadata.get("training") or []
     if len(training) != 1 or not any("curves" in record for record in training[0].get("history", [])):
         raise CurvesFileError(f"{where}: no training curves in its metadata (a source: train entry with curves)")

@@ -46,7 +46,7 @@ def last_epoch(dataset: str, models: Mapping[str, str], split_path, pairs, *, bi
     from calibrepro.tasks import fit_calibrator, task_of
 
     task, names = task_of("classification"), ("accuracy", "ece", "mce")
-    probs, intervals, differences, replicates, estimates = {}, {}, {}, {}, {}
+    intervals, differences, replicates, estimates = {}, {}, {}, {}
     counts = None
     for model, path in models.items():
         calibration, test = task.halves(path, split_path, "calibration", "test")
@@ -54,7 +54,6 @@ def last_epoch(dataset: str, models: Mapping[str, str], split_path, pairs, *, bi
             counts = resample_counts(len(test.targets), resamples, bootstrap_seed(seed, "curves", dataset))
         for method in (UNCAL, TS):
             p = task.predict(fit_calibrator(task, method, calibration, bins=bins), test)
-            probs[model, method] = p
             estimates[model, method] = compute_metrics(p, test.targets, names, bins=bins)
             replicates[model, method] = bootstrap_replicates([(method, p)], test.targets, names, counts,
                                                              bins=bins)[method]
@@ -83,7 +82,7 @@ def curves_report_step(curves_csv, datasets: Mapping[str, Mapping], figures: Map
     ``datasets``: data set -> ``{"split": its split file, "models": {name: logits file}, "entries": {name: config
     entry}}`` (the networks with curves); ``resamples`` 0: no intervals."""
     from calibrepro.io import write_text
-    from calibrepro.report.curve_claims import check_curves, claims_section, smoothing_pairs
+    from calibrepro.report.curve_claims import check_findings, claims_section, smoothing_pairs
     from calibrepro.report.curves import write_figure, write_tables
     from calibrepro.report.curves_file import read_curves
 
@@ -97,7 +96,7 @@ def curves_report_step(curves_csv, datasets: Mapping[str, Mapping], figures: Map
             pairs = smoothing_pairs(spec["entries"])
             last = None if not resamples else last_epoch(dataset, spec["models"], spec["split"], pairs, bins=bins,
                                                           resamples=resamples, level=level, seed=seed)
-            claims += check_curves(dataset, mine, pairs, last)
+            claims += check_findings(dataset, mine, pairs, last)
         write_text(findings_output, claims_section(claims, level if resamples else None))
         held = sum(claim.verdict.startswith("holds") for claim in claims)
         logger.info("curves of %d networks: %d figure(s), tables %s, %s; %d of %d findings hold -> %s",
