@@ -66,7 +66,7 @@ def test_input_is_not_modified():
         (minimal(report={"language": "de"}), "report.language: 'de' is not one of ru, en"),
         (
             {"models": {"digits": {"m": {"source": "train", "epoch": 3}}}},
-            "models.digits.m: unknown key(s) 'epoch' (allowed: augmentation, batch_size, dropout, ensemble, epochs, hidden",
+            "models.digits.m: unknown key(s) 'epoch' (allowed: augmentation, batch_size, curves, dropout, ensemble, epochs, hidden",
         ),
         ({"models": {"d": {"m": {"source": "logits"}}}}, "models.d.m: 'path' is a required property"),
         ({"models": {"d": {"m": {"source": "hub"}}}}, "models.d.m.source: 'hub' is not one of logits, train"),

@@ -78,6 +78,9 @@ def clone(tmp_path_factory):
     # docs/blog.md's extra file for the JPEG CIFAR-10, pointed at a small folder of the same layout
     image_folder(root / "cifar10-jpg")
     (root / "cifar-local.yaml").write_text(f"datasets: {{cifar10: {{source: imagefolder, root: {root / 'cifar10-jpg'}}}}}\n")
+    # docs/curves.md's extra file: the same folder, without the networks that need a download
+    (root / "curves-local.yaml").write_text(f"datasets: {{cifar10: {{source: imagefolder, root: {root / 'cifar10-jpg'}}}}}\n"
+                                            "models: {cifar100: null, cifar10: {resnet20: null}}\n")
     return root
 
 

@@ -107,6 +107,17 @@ def test_cifar_training_batches_are_read_in_order(tmp_path):
     assert np.allclose(parts.x_train.std(axis=(0, 2, 3)), 1, atol=1e-4)
 
 
+def test_cifar100_trains_on_its_official_training_part(tmp_path):
+    test_images, test_labels = random_cifar(5, 100, seed=3)
+    train_images, train_labels = random_cifar(11, 100, seed=4)
+    tarball = tmp_path / "cifar-100-python.tar.gz"
+    tarball.write_bytes(cifar_tarball_bytes("cifar100", test_images, test_labels, train=(train_images, train_labels)))
+    [download] = data.downloads("cifar100")
+    parts = data.load("cifar100", {download.path: str(tarball)}, {})
+    assert parts.num_classes == 100 and np.array_equal(parts.y_train, train_labels)
+    assert np.array_equal(parts.y_eval, test_labels) and parts.x_eval.shape == (5, 3, 32, 32)
+
+
 # ----------------------------------------------------------------------------------------- training
 
 
@@ -251,7 +262,7 @@ def test_the_same_training_caches_the_same_bytes(tmp_path):
 @pytest.mark.parametrize(
     "dataset, spec, message",
     [
-        ("cifar100", {}, "models.cifar100.m: source 'train' trains on the data sets digits, mnist, cifar10 or on a folder of images"),
+        ("imagenet", {}, "models.imagenet.m: source 'train' trains on the data sets digits, mnist, cifar10, cifar100 or on a folder of images"),
         ("mnist", {"network": "resnet"}, "models.mnist.m.network: unknown network 'resnet'"),
         ("digits", {"network": "lenet5"}, "models.digits.m.network: lenet5 needs images"),
         ("mnist", {"network": "lenet5", "mc_dropout": 10}, "models.mnist.m.mc_dropout: network lenet5 of this entry has no dropout"),

@@ -68,11 +68,12 @@ def test_demo_runs_end_to_end_and_reruns_byte_identical(tmp_path):
     # the run ends by saying where its outputs are
     summary = result.stderr[result.stderr.index("calibrepro: finished. Outputs:"):]
     assert "results/demo/metrics.csv" in summary and "reports/demo/reproduction.md" in summary
-    # 11 metrics x (md, tex), ranks, size study, fitted parameters (md, tex), conformal (md, tex); the figures:
-    # 6 reliability diagrams, the named one, the CD diagram, the size study, the conformal sweep (png, pdf)
+    # 11 metrics x (md, tex), ranks, size study, fitted parameters (md, tex), conformal (md, tex), the curves
+    # (md, tex) and their findings; the figures: 6 reliability diagrams, the named one, the CD diagram, the size
+    # study, the conformal sweep, the curves, the confidence histograms (png, pdf)
     tables = sum(1 for _ in (tmp_path / "reports/demo/tables").iterdir())
     figures = sum(1 for path in (tmp_path / "reports/demo/figures").rglob("*") if path.is_file())
-    assert (tables, figures) == (28, 20)
+    assert (tables, figures) == (31, 24)
     assert "results/demo/parameters.csv" in summary and "results/demo/regression/parameters.csv" in summary
     assert f"reports/demo/tables/  ({tables} files)" in summary and f"reports/demo/figures/  ({figures} files)" in summary
     # every step's log says what it did: the logits step's check of its archive, each fit, each metric
@@ -101,6 +102,15 @@ def test_demo_runs_end_to_end_and_reruns_byte_identical(tmp_path):
         assert row[(model, "uncalibrated", "ece")] == pytest.approx(ece, abs=1e-6)
         # temperature scaling keeps the argmax, so it keeps the accuracy
         assert row[(model, "temperature_scaling", "accuracy")] == row[(model, "uncalibrated", "accuracy")]
+
+    # the curves' last epoch is the tables' network: the same ECE to the last bit, before and after TS
+    curves = pd.read_csv(tmp_path / "results/demo/training_curves.csv")
+    assert list(curves["model"].unique()) == ["mlp_overconfident", "mlp_label_smoothing"]
+    row = metrics.set_index(["model", "method", "metric"])["value"]
+    last = curves.query("epoch == 200 and metric == 'ece'").set_index(["model", "method"])["value"]
+    for (model, method), value in last.items():
+        assert value == row[(model, method, "ece")], (model, method)
+    assert "Calibration over training, checked" in (tmp_path / "reports/demo/reproduction.md").read_text()
 
     over = metrics.query("model == 'mlp_overconfident' and metric == 'nll'").set_index("method")["value"]
     assert over["temperature_scaling"] < over["uncalibrated"]

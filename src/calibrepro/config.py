@@ -158,6 +158,7 @@ def validate_config(config: dict, schema: dict) -> dict:
     written = set(config)
     _fill_defaults(config, schema, schema)
     _check_dataset_keys(config, schema)
+    _check_curves_sources(config)
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(_most_specific(validator.iter_errors(config)), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
@@ -218,6 +219,17 @@ def _check_dataset_keys(config: dict, schema: dict) -> None:
             f"{hint}a data set of your own needs source: imagefolder and root: <folder>, e.g. "
             f"datasets: {{{key}: {{source: imagefolder, root: data/{key}}}}} (config/README.md, datasets)"
         )
+
+
+def _check_curves_sources(config: dict) -> None:
+    """``curves`` only on ``source: train`` entries: one line naming the key (the schema would list allowed keys)."""
+    for dataset, entries in (config.get("models") or {}).items():
+        for model, spec in (entries.items() if isinstance(entries, dict) else ()):
+            if isinstance(spec, dict) and "curves" in spec and spec.get("source") != "train":
+                raise ConfigError(
+                    f"models.{dataset}.{model}.curves: curves are recorded while the pipeline trains a network; "
+                    f"only source: train entries take them, not source: {spec.get('source')!r}"
+                )
 
 
 def _check_cross_references(config: dict) -> None:

@@ -122,6 +122,13 @@ class Layout:
         """One model's mean set size and CovGap against the temperature (``png`` or ``pdf``)."""
         return f"{self.figures}/conformal/{dataset}/{model}.{extension}"
 
+    # --- results: calibration over training ------------------------------------------------------
+
+    @property
+    def training_curves(self) -> str:
+        """Every trained network's curves (``curves: {every: N}``), tidy (``calibrepro.report.curves_file``)."""
+        return f"{self.results}/training_curves.csv"
+
     # --- results: logs ---------------------------------------------------------------------------
 
     @property
@@ -157,6 +164,11 @@ class Layout:
     def dataset_figure(self, kind: str, dataset: str, extension: str) -> str:
         """A per-data-set figure of ``kind`` ("cd", "size_study")."""
         return f"{self.figures}/{kind}/{dataset}.{extension}"
+
+    @property
+    def curves_findings(self) -> str:
+        """The findings of calibration over training, the reproduction report's section (``report.curve_claims``)."""
+        return f"{self.tables}/curves_findings.md"
 
     @property
     def reproduction(self) -> str:

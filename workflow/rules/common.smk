@@ -27,6 +27,7 @@ from calibrepro.calibrators import OWN_JOB, module_of
 from calibrepro.calibrators.cost import fit_minutes, fit_plan_summary, logits_shape
 from calibrepro.layout import Layout
 from calibrepro.io import LogitsFileError, check_agreement
+from calibrepro.training.curves import request_spec
 from calibrepro.steps.run import failure_summary, outputs_summary, remove_stale_outputs
 from calibrepro.zoo import LogitsRequest, get_source
 
@@ -185,7 +186,7 @@ def logits_inputs(wildcards):
 
 def logits_request(wildcards):
     """The logits job as JSON text (written to a request file for the command line)."""
-    spec = model_spec(wildcards)
+    spec = request_spec(model_spec(wildcards), config)
     request = LogitsRequest(
         dataset=wildcards.dataset,
         model=wildcards.model,
@@ -336,6 +337,48 @@ def uncertainty_table_inputs(wildcards):
     return inputs
 
 
+#: (dataset, model) of the trained networks with curves (workflow/rules/curves.smk), in config order
+CURVE_MODELS = [(dataset, model) for dataset, model in MODELS if config["models"][dataset][model].get("curves")]
+CURVE_DATASETS = list(dict.fromkeys(dataset for dataset, _ in CURVE_MODELS))
+#: data set -> the networks of its confidence figure (Guo et al.'s fig. 1): those with curves and the pretrained ones
+CONFIDENCE_MODELS = {
+    dataset: [
+        model
+        for model, spec in config["models"][dataset].items()
+        if spec.get("curves") or spec["source"] not in ("train", "ensemble", "logits")
+    ]
+    for dataset in CURVE_DATASETS
+}
+
+
+def curves_paths():
+    """The outputs of calibration over training by group: the gathered curves, the tables, two figures per data set."""
+    if not CURVE_MODELS:
+        return {}
+    figures = [
+        LAYOUT.dataset_figure(kind, dataset, ext)
+        for kind in ("curves", "confidence")
+        for dataset in CURVE_DATASETS
+        for ext in ("png", "pdf")
+    ]
+    tables = [LAYOUT.table("curves", "md"), LAYOUT.table("curves", "tex"), LAYOUT.curves_findings]
+    return {"curves": [LAYOUT.training_curves], "tables": tables, "figures": figures}
+
+
+def curve_logits():
+    return [LAYOUT.logits(dataset, model) for dataset, model in CURVE_MODELS]
+
+
+def curve_datasets(wildcards):
+    """Data set -> its split file, its networks with curves (name -> logits file) and their config entries."""
+    datasets = {}
+    for dataset, model in CURVE_MODELS:
+        entry = datasets.setdefault(dataset, {"split": LAYOUT.split(dataset, SEEDS[0]), "models": {}, "entries": {}})
+        entry["models"][model] = LAYOUT.logits(dataset, model)
+        entry["entries"][model] = config["models"][dataset][model]
+    return datasets
+
+
 def uncertainty_reproduction_inputs(wildcards):
     """Extra inputs of the reproduction rule: the intervals, the size study and the conformal results, when they
     are computed."""
@@ -344,6 +387,8 @@ def uncertainty_reproduction_inputs(wildcards):
         inputs["size_study"] = LAYOUT.size_study
     if CONFORMAL["enabled"]:
         inputs["conformal"] = LAYOUT.conformal
+    if CURVE_MODELS:
+        inputs["curves"] = LAYOUT.curves_findings
     return inputs
 
 
@@ -373,6 +418,8 @@ def targets():
         groups["conformal"].append(LAYOUT.conformal)
         groups["tables"] += [LAYOUT.table("conformal", ext) for ext in ("md", "tex")]
         groups["figures"] += conformal_figure_paths()
+    for group, paths in curves_paths().items():
+        groups.setdefault(group, []).extend(paths)
     if MODELS and config["report"]["export_probabilities"]:
         groups["probabilities"] += probabilities_paths()
     return {**groups, **regression_groups()}

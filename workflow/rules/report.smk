@@ -110,6 +110,7 @@ rule reproduction:
         intervals_csv=lambda wildcards, input: input.get("intervals"),
         size_study_csv=lambda wildcards, input: input.get("size_study"),
         conformal_csv=lambda wildcards, input: input.get("conformal"),
+        curves_md=lambda wildcards, input: input.get("curves"),
         language=config["report"]["language"],
     run:
         reports.reproduction_step(input.metrics, output[0], log=log[0], **params)

@@ -12,6 +12,7 @@ import os
 from collections import OrderedDict
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 
 import pandas as pd
 
@@ -443,6 +444,7 @@ def write_reproduction_report(
     intervals_csv=None,
     size_study_csv=None,
     conformal_csv=None,
+    curves_md=None,
 ) -> None:
     """Write ``md_path``: published values (``published_csv``, None = the bundled thesis appendix)
     against ``metrics_csv`` at split ``seed`` (0 = the thesis's split), with the split noise from
@@ -450,7 +452,8 @@ def write_reproduction_report(
     and with ``intervals_csv`` whether each published value lies inside our bootstrap interval. A run
     with the blog's networks gains the blog's findings as verdicts (:mod:`calibrepro.report.blog_claims`,
     the small-set finding from ``size_study_csv``), and with ``conformal_csv`` the verdicts of the
-    conformal findings (:mod:`calibrepro.report.conformal`) at the end."""
+    conformal findings (:mod:`calibrepro.report.conformal`) at the end, and ``curves_md`` (the findings of
+    calibration over training, :mod:`calibrepro.report.curve_claims`) after them."""
     from calibrepro.report.size_study import read_size_study  # matplotlib: only when writing the report
 
     metrics = read_metrics(metrics_csv)
@@ -475,4 +478,6 @@ def write_reproduction_report(
         from calibrepro.report.conformal import render_conformal_claims
 
         text += "\n" + render_conformal_claims(conformal_csv, language)
+    if curves_md is not None:
+        text += "\n" + Path(curves_md).read_text(encoding="utf-8")
     write_text(md_path, text)

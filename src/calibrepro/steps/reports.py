@@ -63,10 +63,11 @@ def figure_step(reliability_json, png_output, pdf_output, *, language: str, inte
 
 @offload
 def reproduction_step(metrics_csv, output, *, published_csv=None, intervals_csv=None, size_study_csv=None,
-                      conformal_csv=None, language="en", log=None) -> None:
+                      conformal_csv=None, curves_md=None, language="en", log=None) -> None:
     """Compare ``metrics.csv`` with the published values (the thesis's appendix by default); the blog's
     findings as verdicts when the run has its networks; with ``conformal_csv``, the verdicts of the
-    conformal findings (:mod:`calibrepro.conformal.claims`)."""
+    conformal findings (:mod:`calibrepro.conformal.claims`); with ``curves_md``, the section of the findings
+    of calibration over training (:mod:`calibrepro.report.curve_claims`)."""
     from calibrepro.report.reproduction import write_reproduction_report
 
     with step_log(log) as logger:
@@ -74,6 +75,7 @@ def reproduction_step(metrics_csv, output, *, published_csv=None, intervals_csv=
             metrics_csv, output, published_csv=published_csv, language=language, intervals_csv=intervals_csv,
             size_study_csv=size_study_csv,
             conformal_csv=conformal_csv,
+            curves_md=curves_md,
         )
         logger.info("reproduction report (published: %s) -> %s", published_csv or "thesis appendix", output)
 

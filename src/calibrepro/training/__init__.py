@@ -29,4 +29,4 @@ ARCHITECTURES: dict[str, Architecture] = {
 }
 
 #: data sets a network can be trained on; their training sets come from :mod:`.data`
-TRAINING_DATASETS: tuple[str, ...] = ("digits", "mnist", "cifar10")
+TRAINING_DATASETS: tuple[str, ...] = ("digits", "mnist", "cifar10", "cifar100")

@@ -5,8 +5,9 @@
 * ``mnist``: the four IDX files of LeCun, Cortes & Burges's MNIST page, pinned by the MD5 checksums
   published with them (torchvision checks the same); trained on the 60,000 training images, logits on
   the 10,000 test images in their official order.
-* ``cifar10``: the official python tarball (:data:`calibrepro.datasets.CIFAR`); trained on the five
-  training batches (50,000), logits on the test batch (10,000).
+* ``cifar10``, ``cifar100``: the official python tarball (:data:`calibrepro.datasets.CIFAR`, the
+  archive of the thesis's pretrained CIFAR models); trained on its training images (50,000), logits
+  on its test images (10,000; CIFAR-100's fine labels).
 * any data set declared ``{source: imagefolder, root: ...}`` (also ``cifar10``, in place of the
   archive): the folder's images, :mod:`calibrepro.training.folders`.
 
@@ -36,6 +37,8 @@ MNIST_FILES: dict[str, str] = {
     "t10k-images-idx3-ubyte.gz": "9fb629c4189551a2d022fa330f9573f3",
     "t10k-labels-idx1-ubyte.gz": "ec29112dd5afa0611ce80d1b7f02629c",
 }
+#: the official CIFAR archives the networks train on -> their number of classes
+CIFAR_CLASSES = {"cifar10": 10, "cifar100": 100}
 #: element type codes of the IDX format (third byte of the magic number) -> big-endian numpy dtype
 _IDX_TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 
@@ -62,8 +65,8 @@ def downloads(dataset: str, settings: Mapping | None = None) -> list[Download]:
         return []
     if dataset == "mnist":
         return [Download(MNIST_URL + name, f"md5:{md5}", f"datasets/mnist/{name}") for name, md5 in MNIST_FILES.items()]
-    if dataset == "cifar10":
-        return [datasets.cifar_download("cifar10")]
+    if dataset in CIFAR_CLASSES:
+        return [datasets.cifar_download(dataset)]
     return []
 
 
@@ -191,10 +194,11 @@ def load(dataset: str, files: Mapping[str, str], settings: Mapping) -> Parts:
         test_images, y_eval = read_mnist(paths["t10k-images-idx3-ubyte.gz"], paths["t10k-labels-idx1-ubyte.gz"])
         x_train, x_eval, scaling = standardise(train_images[:, None], test_images[:, None])
         return Parts(x_train, y_train, x_eval, y_eval, 10, {"standardisation": scaling, "evaluation": "test set"})
-    if dataset == "cifar10":
-        tarball = _file(files, datasets.cifar_download("cifar10"))
-        train_images, y_train = datasets.read_cifar_train(tarball, "cifar10")
-        test_images, y_eval = datasets.read_cifar_test(tarball, "cifar10")
+    if dataset in CIFAR_CLASSES:
+        tarball = _file(files, datasets.cifar_download(dataset))
+        train_images, y_train = datasets.read_cifar_train(tarball, dataset)
+        test_images, y_eval = datasets.read_cifar_test(tarball, dataset)
         provenance = {"evaluation": "test set"}
-        return _images_parts(train_images, y_train, test_images, y_eval, 10, provenance, settings, "datasets.cifar10")
+        classes = CIFAR_CLASSES[dataset]
+        return _images_parts(train_images, y_train, test_images, y_eval, classes, provenance, settings, f"datasets.{dataset}")
     raise DatasetError(f"no training set for data set {dataset!r}")  # checked earlier by the source

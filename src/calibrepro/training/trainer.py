@@ -124,8 +124,12 @@ def make_optimiser(network: nn.Module, options: dict) -> torch.optim.Optimizer:
     )
 
 
-def train(parts: Parts, options: dict, device: torch.device, desc: str = "training") -> tuple[nn.Module, list[dict]]:
-    """Train ``options['network']`` on the training part; return it (eval mode) and the curve, one dict per epoch."""
+def train(parts: Parts, options: dict, device: torch.device, desc: str = "training",
+          on_epoch=None) -> tuple[nn.Module, list[dict]]:
+    """Train ``options['network']`` on the training part; return it (eval mode) and the curve, one dict per epoch.
+
+    ``on_epoch(network, record)``, when given, is called after each epoch with its record, which it may
+    extend (:class:`calibrepro.training.curves.Recorder`); it must leave the network in training mode."""
     bayesian = ARCHITECTURES[options["network"]].bayesian
     generator = torch.Generator().manual_seed(options["seed"])
     inputs = torch.from_numpy(parts.x_train).to(device)
@@ -168,6 +172,8 @@ def train(parts: Parts, options: dict, device: torch.device, desc: str = "traini
                 file=sys.stderr,
                 flush=True,
             )
+            if on_epoch is not None:
+                on_epoch(network, record)
     return network.eval(), history
 
 
@@ -206,9 +212,11 @@ def load_cached(path: Path, parts: Parts, options: dict, device: torch.device) -
 
 
 def trained_network(
-    parts: Parts, dataset: str, options: dict, device: torch.device, cache_root: str | Path, desc: str
+    parts: Parts, dataset: str, options: dict, device: torch.device, cache_root: str | Path, desc: str,
+    on_epoch=None,
 ) -> tuple[nn.Module, dict]:
-    """The trained network from the cache, else trained now and cached; and its training record."""
+    """The trained network from the cache, else trained now (``on_epoch``: as :func:`train`) and cached; and its
+    training record."""
     key = cache_key(dataset, parts.provenance, options, device)
     path = weights_path(cache_root, dataset, options, key)
     cached = path.is_file()
@@ -216,7 +224,7 @@ def trained_network(
         print(f"{desc}: weights from the cache {path}", file=sys.stderr, flush=True)
         network, history = load_cached(path, parts, options, device)
     else:
-        network, history = train(parts, options, device, desc)
+        network, history = train(parts, options, device, desc, on_epoch)
         save_weights(path, network, options, history)
     # whether the weights came from the cache is said in the log only: the logits archive of a network
     # shared by two models (plain and MC-Dropout) must not depend on which job trained it

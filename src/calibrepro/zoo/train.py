@@ -20,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from calibrepro.evaluation_sets import entry
+from calibrepro.training.curves import CurvesError, check_curves
 from calibrepro.training.folders import is_folder
 from calibrepro.zoo import LogitsRequest, ModelSourceError, Source
 from calibrepro.training import ARCHITECTURES, TRAINING_DATASETS
@@ -60,6 +61,10 @@ def check_entry(dataset: str, model: str, spec: dict, config: dict) -> None:
         )
     if architecture.bayesian and spec.get("dropout", 0) > 0:
         raise ModelSourceError(f"{where}.dropout: the Bayesian network {network} has no dropout layers; remove dropout")
+    try:
+        check_curves(where, spec, architecture.bayesian)
+    except CurvesError as error:
+        raise ModelSourceError(str(error)) from None
 
 
 class TrainSource(Source):
@@ -102,13 +107,21 @@ class TrainSource(Source):
         settings = entry(dataset, request.config)
         parts = data.load(dataset, request.files, settings)
         options = trainer.training_options(spec)
+        recorder = None
+        if spec.get("curves") is not None:  # resolved by calibrepro.training.curves.request_spec
+            from calibrepro.training.curves import Recorder
+
+            options["curves"] = spec["curves"]  # in the weights' cache key: weights without curves stay cached
+            pool = int(parts.provenance.get("calibration_pool", 0))
+            recorder = Recorder(parts.x_eval, parts.y_eval, spec["curves"], options["epochs"], device,
+                                options["threads"], pool)
         bayesian = ARCHITECTURES[options["network"]].bayesian
         cache_root = (request.config.get("downloads") or {}).get("dir", "results/downloads")
         members, training, count = [], [], spec.get("ensemble", 1)
         for m in range(count):
             member = {**options, "seed": options["seed"] + m}
             desc = f"{dataset}/{request.model}" + (f" (network {m + 1} of {count})" if "ensemble" in spec else "")
-            network, record = trainer.trained_network(parts, dataset, member, device, cache_root, desc)
+            network, record = trainer.trained_network(parts, dataset, member, device, cache_root, desc, recorder)
             if bayesian:
                 draws = spec.get("samples", DEFAULT_SAMPLES)
                 logits = trainer.stochastic_logits(
