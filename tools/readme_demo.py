@@ -176,14 +176,15 @@ def checksums(root: Path) -> dict[str, dict[str, str]]:
 
 def verdicts(root: Path) -> dict[str, dict[str, str]]:
     """Per reproduction report of the demo under ``root``: each finding's verdict, "holds" or "does not hold", by the
-    first three cells of its table row (data set, method or model, finding)."""
+    cells of its table row before our numbers (data set, method or network, finding)."""
     out = {}
     for path in sorted((Path(root) / Layout.named("demo").reports).glob("**/reproduction.md")):
         rows = {}
         for line in path.read_text(encoding="utf-8").splitlines():
             cells = [cell.strip() for cell in line.strip().strip("|").split("|")] if line.startswith("|") else []
-            if len(cells) > 3 and cells[-1].startswith(("holds", "does not hold")):
-                rows[" | ".join(cells[:3])] = "does not hold" if cells[-1].startswith("does not") else "holds"
+            verdict = next((i for i, cell in enumerate(cells) if cell.startswith(("holds", "does not hold"))), 0)
+            if verdict > 1:  # keyed by the cells before "ours", the cell that precedes the verdict
+                rows[" | ".join(cells[: verdict - 1])] = "does not hold" if cells[verdict].startswith("does") else "holds"
         out[path.relative_to(root).as_posix()] = rows
     return out
 
@@ -197,9 +198,10 @@ def checksums_text(root: Path, machine: str) -> str:
 
 
 def is_analysis(name: str) -> bool:
-    """Whether a listed file is the classification analysis's, which the published logits alone determine
-    (the regression part's tables rest on networks trained on the machine)."""
-    return "/regression/" not in name and not name.endswith("/regression")
+    """Whether a listed file is the classification analysis's, which the published logits alone determine. Not: the
+    regression part's and the training curves' files, which rest on networks trained on the machine, and the
+    reproduction report, which holds the curves' findings beside the analysis's (:func:`verdicts` compares those)."""
+    return not ("/regression/" in name or "curves" in Path(name).name or Path(name).name == "reproduction.md")
 
 
 def demo_logits(root: Path) -> dict[str, Path]:
