@@ -376,8 +376,7 @@ def _calibration_commands(commands) -> None:
 
 def _conformal_commands(commands) -> None:
     """``conformal fit`` and ``conformal predict`` (:mod:`calibrepro.commands`, :mod:`calibrepro.conformal`)."""
-    from calibrepro.conformal import SCORES
-    from calibrepro.conformal.predictors import RAPS_K_REG, RAPS_PENALTY
+    from calibrepro.conformal.scores import RAPS_K_REG, RAPS_PENALTY, SCORES
 
     conformal = add_command(
         commands,
