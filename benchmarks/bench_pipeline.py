@@ -91,7 +91,6 @@ TABLES = [
     for metric in ["accuracy", "brier", "ece", "mce", "nll", "classwise_ece", "ece_equal_mass", "mce_equal_mass", "ece_l2"]
     for ext in ("md", "tex")
 ]
-CONFORMAL = [LAYOUT.conformal, LAYOUT.table("conformal", "md"), LAYOUT.table("conformal", "tex")]
 
 
 def busy_cpu_seconds() -> float:
@@ -223,8 +222,9 @@ def time_appendix(workdir: Path, checkouts: list[Path], cores: int, repeat: int,
                 rules[root][rule].append(sum(seconds))
                 counts[rule] = len(seconds)
             floor = subprocess.run([sys.executable, __file__, "--floor", "--workdir", str(run), "--checkout", str(root)],
-                                   env=env,
-                                   capture_output=True, text=True, check=True)
+                                   env=env, capture_output=True, text=True)
+            if floor.returncode:
+                raise SystemExit(f"the compute floor of {root} failed:\n{floor.stderr}")
             floors[root].append(float(floor.stdout))
     names = {root: checkout_name(root) for root in checkouts}
     median = lambda values: sorted(values)[len(values) // 2]  # noqa: E731
@@ -290,7 +290,8 @@ def main() -> None:
             clear_after_logits(workdir)
             appendix[name].append(snakemake(workdir, config, args.cores, CONFIGURATIONS[name], LAYOUT.metrics, *TABLES))
             if not args.no_conformal:
-                conformal[name].append(snakemake(workdir, config, args.cores, CONFIGURATIONS[name], *CONFORMAL))
+                targets = [LAYOUT.conformal, LAYOUT.table("conformal", "md"), LAYOUT.table("conformal", "tex")]
+                conformal[name].append(snakemake(workdir, config, args.cores, CONFIGURATIONS[name], *targets))
             figures[name].append(snakemake(workdir, config, args.cores, CONFIGURATIONS[name]))
     print(f"models: {count}; cores: {args.cores}; workdir: {workdir}; best of {args.repeat}; "
           f"load average before: {load[0]:.1f}, after: {os.getloadavg()[0]:.1f}")
