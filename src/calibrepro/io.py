@@ -372,6 +372,13 @@ def load_logits(path: str | os.PathLike, rows=None, *, labels: bool = True) -> L
     return result
 
 
+def logits_summary(archive: Logits) -> str:
+    """``N samples, K classes, top-1 accuracy A`` of a checked archive with labels (what check-logits prints)."""
+    n, k = archive.logits.shape
+    accuracy = float((archive.logits.argmax(axis=1) == archive.labels).mean())
+    return f"{n} samples, {k} classes, top-1 accuracy {accuracy:.4f}"
+
+
 def load_labels(path: str | os.PathLike) -> np.ndarray:
     """The labels of a logits archive (int64), checked as :func:`load_logits` checks them, logits unread."""
     with _open_logits(path) as (logits, labels, _):
