@@ -221,8 +221,8 @@ def time_appendix(workdir: Path, checkouts: list[Path], cores: int, repeat: int,
             for rule, seconds in jobs.items():
                 rules[root][rule].append(sum(seconds))
                 counts[rule] = len(seconds)
-            floor = subprocess.run([sys.executable, __file__, "--floor", "--workdir", str(run), "--checkout", str(root)],
-                                   env=env, capture_output=True, text=True)
+            floor = subprocess.run([sys.executable, __file__, "--floor", "--workdir", str(run), "--checkout",
+                                    str(root)], env=env, capture_output=True, text=True)
             if floor.returncode:
                 raise SystemExit(f"the compute floor of {root} failed:\n{floor.stderr}")
             floors[root].append(float(floor.stdout))
@@ -239,10 +239,11 @@ def time_appendix(workdir: Path, checkouts: list[Path], cores: int, repeat: int,
     first = checkouts[0]
     for root in checkouts[1:]:
         print(f"wall {names[root]} / {names[first]}: {median(walls[root]) / median(walls[first]):.2f}")
-    outputs = {root: digests(runs[root]) for root in checkouts}
-    differ = [names[root] for root in checkouts if outputs[root] != outputs[first]]
-    print(f"tables and CSVs ({len(outputs[first])} files): "
-          + (f"differ from {names[first]}'s in {', '.join(differ)}" if differ else "byte-identical in every checkout"))
+    groups: dict[tuple, list[str]] = defaultdict(list)  # checkouts whose tables and CSVs are byte-identical
+    for root in checkouts:
+        groups[tuple(sorted(digests(runs[root]).items()))].append(names[root])
+    print(f"tables and CSVs ({len(digests(runs[first]))} files), byte-identical within each group: "
+          + "; ".join(", ".join(group) for group in groups.values()))
 
 
 def main() -> None:

@@ -386,7 +386,7 @@ def load_labels(path: str | os.PathLike) -> np.ndarray:
 
 
 def _shape_and_labels(path: str | os.PathLike) -> Logits:
-    """A logits archive's labels and its logits unread (memory-mapped where stored uncompressed), their shapes checked."""
+    """A logits archive's labels and its logits unread (mapped where stored uncompressed), their shapes checked."""
     with _open_logits(path) as (logits, labels, _):
         return Logits(logits, _check_shapes(logits, labels, str(path)))
 

@@ -3,9 +3,9 @@
 Snakemake has no public API for the jobs a run will execute, the jobs that failed or run now, or the
 cores it was given, nor a way to lift a local run's job-rate limit; the workflow's hooks
 (workflow/rules/common.smk) need them for the checks before the first job, the worker processes, the
-scheduler, the failure summary and the Ctrl-C line. Every use of such an
-internal (``workflow.dag.needrun_jobs()``, ``workflow.scheduler.failed`` / ``.running``,
-``workflow.global_resources["_cores"]``, ``workflow.scheduler.job_rate_limiter``) is in this module and nowhere else; they are those of the
+scheduler, the failure summary and the Ctrl-C line. Every use of such an internal
+(``workflow.dag.needrun_jobs()``, ``workflow.scheduler.failed`` / ``.running`` / ``.job_rate_limiter``,
+``workflow.global_resources["_cores"]``) is in this module and nowhere else; they are those of the
 Snakemake versions ``pyproject.toml`` declares (tested with 9.27), so an upgrade that changes them
 fails here, by name, with :class:`SnakemakeInternalsError`.
 """
