@@ -12,17 +12,32 @@ reproduction report.
 
 `--small` uses 2 + 2 + 1 models for a quick check; `--no-intervals` leaves out the bootstrap;
 `--no-conformal` the conformal part (`conformal.enabled: false`).
+
+`--appendix` times what the README's plain run does instead (issue 44): `snakemake --cores 2` from the
+users' .npz files (the logits jobs included) to `tables/ece.md` and `tables/nll.md`, without intervals,
+from empty results every time. It prints the wall time, each rule's job time (the sum over its jobs of
+the time from Snakemake announcing a job to its "Finished jobid" line, both stamped as the lines
+arrive) and the compute floor: the same splits, fits and metrics by the library's steps in one
+process, one model after the other. `--checkout DIR` (repeatable) times another checkout of the
+project too (its Snakefile, its src/ first on PYTHONPATH), in turns with this one, and the digests of
+every run's tables and CSVs are compared:
+
+    git worktree add --detach /tmp/wt-b589464 b589464
+    .venv/bin/python benchmarks/bench_pipeline.py --appendix --checkout /tmp/wt-b589464 --repeat 3
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -76,7 +91,6 @@ TABLES = [
     for metric in ["accuracy", "brier", "ece", "mce", "nll", "classwise_ece", "ece_equal_mass", "mce_equal_mass", "ece_l2"]
     for ext in ("md", "tex")
 ]
-CONFORMAL = [LAYOUT.conformal, LAYOUT.table("conformal", "md"), LAYOUT.table("conformal", "tex")]
 
 
 def busy_cpu_seconds() -> float:
@@ -109,6 +123,129 @@ def clear_after_logits(workdir: Path) -> None:
     shutil.rmtree(workdir / LAYOUT.reports, ignore_errors=True)
 
 
+#: the README's plain run of the appendix (--appendix): two of its tables, which need every fit and metric
+APPENDIX_TARGETS = [LAYOUT.table("ece", "md"), LAYOUT.table("nll", "md")]
+#: a job's start (the rule's line, then its jobid) and its end in Snakemake's output
+RULE_LINE = re.compile(r"(?:local)?rule (\w+):$")
+JOBID_LINE = re.compile(r"\s+jobid: (\d+)$")
+FINISHED_LINE = re.compile(r"Finished jobid: (\d+) ")
+
+
+def timed_snakemake(command: list[str], cwd: Path, env: dict) -> tuple[float, dict[str, list[float]]]:
+    """Run Snakemake; return its wall time and rule -> each job's seconds, from the job's announcement to
+    its "Finished jobid" line, both stamped here as Snakemake writes them."""
+    started: dict[str, tuple[str, float]] = {}
+    jobs: dict[str, list[float]] = defaultdict(list)
+    rule, tail = None, []
+    start = time.perf_counter()
+    with subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True) as process:
+        for line in process.stdout:
+            now = time.perf_counter()
+            tail = [*tail[-30:], line]
+            if match := RULE_LINE.match(line):
+                rule = match[1]
+            elif (match := JOBID_LINE.match(line)) and rule:
+                started[match[1]], rule = (rule, now), None
+            elif (match := FINISHED_LINE.match(line)) and match[1] in started:
+                name, begun = started.pop(match[1])
+                jobs[name].append(now - begun)
+    if process.returncode:
+        raise SystemExit(f"{' '.join(command)} failed in {cwd}:\n{''.join(tail)}")
+    return time.perf_counter() - start, jobs
+
+
+def digests(run: Path) -> dict[str, str]:
+    """sha256 of every CSV and table a run wrote, by path under the run's folder."""
+    files = sorted([*(run / LAYOUT.results).rglob("*.csv"), *(run / LAYOUT.reports).rglob("*.md")])
+    return {str(path.relative_to(run)): hashlib.sha256(path.read_bytes()).hexdigest() for path in files}
+
+
+def checkout_name(root: Path) -> str:
+    """The checkout's commit, marked + where its files differ from it."""
+    commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True, check=True).stdout.strip()
+    changed = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    return commit + ("+" if changed else "")
+
+
+def compute_floor(workdir: Path, root: Path) -> float:
+    """Seconds of the appendix's splits, fits and evaluations by the library's steps in this process, one
+    model after the other, its imports done before the clock starts (no Snakemake, no process start-up)."""
+    import torch._dynamo  # noqa: F401 - what the workflow's workers preload: torch's optimisers import it
+
+    from calibrepro.calibrators import CALIBRATORS
+    from calibrepro.config import load_schema, validate_config
+    from calibrepro.steps.calibration import evaluate_step, fit_step, split_step
+
+    config = validate_config(yaml.safe_load((workdir / "bench.yaml").read_text()),
+                             load_schema(root / "workflow" / "schemas" / "config.schema.yaml"))
+    [CALIBRATORS[method] for method in config["calibrators"]]  # their modules imported
+    out = workdir / "floor"
+    shutil.rmtree(out, ignore_errors=True)
+    seed = config["split"]["seeds"][0]
+    start = time.perf_counter()
+    for dataset, models in config["models"].items():
+        split = out / f"{dataset}.npz"
+        split_step(models[sorted(models)[0]]["path"], config["split"]["calibration_fraction"], seed, split,
+                   dataset=dataset)
+        for model, spec in models.items():
+            fitted = {method: out / dataset / model / f"{method}.json" for method in config["calibrators"]}
+            fit_step(spec["path"], split, fitted, bins=config["bins"], options=config["calibrator_options"])
+            evaluate_step(spec["path"], split, out / dataset / f"{model}.csv", out / dataset / f"{model}.json",
+                          calibrators=fitted, metrics=config["metrics"], dataset=dataset, model=model, seed=seed,
+                          bins=config["bins"])
+    return time.perf_counter() - start
+
+
+def time_appendix(workdir: Path, checkouts: list[Path], cores: int, repeat: int, small: bool) -> None:
+    """Time the README's plain run of the appendix for each checkout, in turns; print the medians."""
+    make_config(workdir, small, intervals=False)
+    runs = {root: workdir / "runs" / root.name for root in checkouts}
+    walls, floors = defaultdict(list), defaultdict(list)
+    rules: dict[Path, dict[str, list[float]]] = {root: defaultdict(list) for root in checkouts}
+    counts: dict[str, int] = {}
+    load = os.getloadavg()
+    for round_ in range(repeat):
+        for root in checkouts if round_ % 2 == 0 else checkouts[::-1]:
+            run = runs[root]
+            shutil.rmtree(run, ignore_errors=True)
+            run.mkdir(parents=True)
+            shutil.copy(workdir / "bench.yaml", run / "bench.yaml")
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), os.environ.get("PYTHONPATH", "")])}
+            command = [sys.executable, "-m", "snakemake", *APPENDIX_TARGETS, "--snakefile", str(root / "Snakefile"),
+                       "--cores", str(cores), "--configfile", "bench.yaml"]
+            wall, jobs = timed_snakemake(command, run, env)
+            walls[root].append(wall)
+            for rule, seconds in jobs.items():
+                rules[root][rule].append(sum(seconds))
+                counts[rule] = len(seconds)
+            floor = subprocess.run([sys.executable, __file__, "--floor", "--workdir", str(run), "--checkout",
+                                    str(root)], env=env, capture_output=True, text=True)
+            if floor.returncode:
+                raise SystemExit(f"the compute floor of {root} failed:\n{floor.stderr}")
+            floors[root].append(float(floor.stdout))
+    names = {root: checkout_name(root) for root in checkouts}
+    median = lambda values: sorted(values)[len(values) // 2]  # noqa: E731
+    print(f"{counts.get('logits', 0)} models; cores: {cores}; median of {repeat}; load average "
+          f"before: {load[0]:.1f}, after: {os.getloadavg()[0]:.1f}; workdir: {workdir}")
+    print(f"{'seconds':<40}" + "".join(f"{names[root]:>14}" for root in checkouts))
+    print(f"{'wall':<40}" + "".join(f"{median(walls[root]):>14.1f}" for root in checkouts))
+    print(f"{'compute floor (one process)':<40}" + "".join(f"{median(floors[root]):>14.1f}" for root in checkouts))
+    for rule in sorted(counts, key=lambda rule: -max(median(rules[root][rule] or [0]) for root in checkouts)):
+        print(f"{f'{rule} ({counts[rule]} jobs), job time':<40}"
+              + "".join(f"{median(rules[root][rule] or [0]):>14.1f}" for root in checkouts))
+    first = checkouts[0]
+    for root in checkouts[1:]:
+        print(f"wall {names[root]} / {names[first]}: {median(walls[root]) / median(walls[first]):.2f}")
+    groups: dict[tuple, list[str]] = defaultdict(list)  # checkouts whose tables and CSVs are byte-identical
+    for root in checkouts:
+        groups[tuple(sorted(digests(runs[root]).items()))].append(names[root])
+    print(f"tables and CSVs ({len(digests(runs[first]))} files), byte-identical within each group: "
+          + "; ".join(", ".join(group) for group in groups.values()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workdir", type=Path, default=None, help="keeps the synthetic logits between runs")
@@ -121,9 +258,21 @@ def main() -> None:
                         help="without the bootstrap intervals and paired comparisons (uncertainty.enabled: false)")
     parser.add_argument("--no-conformal", action="store_true", help="without the conformal part (conformal.enabled: "
                         "false)")
+    parser.add_argument("--appendix", action="store_true", help="time the README's plain run of the appendix's "
+                        "ECE and NLL tables from the users' files, per rule, beside the compute floor")
+    parser.add_argument("--checkout", type=Path, action="append", default=[],
+                        help="with --appendix: also time this checkout of the project (e.g. a git worktree), "
+                        "before this one; the ratios are to the first")
+    parser.add_argument("--floor", action="store_true", help=argparse.SUPPRESS)  # one checkout's floor (--appendix)
     args = parser.parse_args()
+    if args.floor:
+        print(compute_floor(args.workdir, args.checkout[0]))
+        return
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="calibrepro-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
+    if args.appendix:
+        time_appendix(workdir, [*(root.resolve() for root in args.checkout), ROOT], args.cores, args.repeat, args.small)
+        return
     config = make_config(workdir, args.small, intervals=not args.no_intervals, conformal=not args.no_conformal)
     models = yaml.safe_load(config.read_text())["models"]
     count = sum(len(names) for names in models.values())
@@ -142,7 +291,8 @@ def main() -> None:
             clear_after_logits(workdir)
             appendix[name].append(snakemake(workdir, config, args.cores, CONFIGURATIONS[name], LAYOUT.metrics, *TABLES))
             if not args.no_conformal:
-                conformal[name].append(snakemake(workdir, config, args.cores, CONFIGURATIONS[name], *CONFORMAL))
+                targets = [LAYOUT.conformal, LAYOUT.table("conformal", "md"), LAYOUT.table("conformal", "tex")]
+                conformal[name].append(snakemake(workdir, config, args.cores, CONFIGURATIONS[name], *targets))
             figures[name].append(snakemake(workdir, config, args.cores, CONFIGURATIONS[name]))
     print(f"models: {count}; cores: {args.cores}; workdir: {workdir}; best of {args.repeat}; "
           f"load average before: {load[0]:.1f}, after: {os.getloadavg()[0]:.1f}")

@@ -178,3 +178,25 @@ def test_the_workflow_names_the_data_set_of_an_unstratifiable_split(tmp_path):
     assert result.returncode != 0
     assert "data set 'tiny': class 2 has only 1 sample" in result.stderr
     assert not (tmp_path / "results" / "c" / "splits").exists() or not any((tmp_path / "results" / "c" / "splits").rglob("*.npz"))
+
+
+@pytest.mark.slow
+def test_a_size_study_an_image_folder_cannot_hold_stops_the_workflow_before_any_job(tmp_path):
+    """Counted from the folder's files before a network trains (its training took minutes before it failed)."""
+    from workflow_helpers import run_snakemake, write_config
+
+    for part, count in (("train", 10), ("test", 40)):
+        for name in ("cat", "dog"):
+            (tmp_path / "pets" / part / name).mkdir(parents=True)
+            for index in range(count):
+                (tmp_path / "pets" / part / name / f"{index}.png").touch()
+    config = write_config(tmp_path / "c.yaml", {
+        "models": {"pets": {"net": {"source": "train", "network": "lenet5"}}},
+        "datasets": {"pets": {"source": "imagefolder", "root": "pets"}},
+        "size_study": {"enabled": True, "sizes": [10, 50], "seeds": [0]}})
+    result = run_snakemake(tmp_path, "--configfile", str(config))
+    assert result.returncode != 0
+    assert result.stderr.strip().splitlines()[-1] == (
+        "Error: size_study.sizes: 50 is larger than the calibration half of data set pets (40 samples); use sizes "
+        "up to 40, or hold more training images out with datasets.pets.calibration_pool")
+    assert not (tmp_path / "results").exists()  # nothing ran

@@ -40,6 +40,32 @@ def test_help_says_what_each_command_is_for_with_an_example(capsys):
     assert "snakemake --cores 4" in text and "--debug" in text
 
 
+#: what no command may import before it runs: about 3 s of start-up (scikit-learn, SciPy, torch, matplotlib)
+HEAVY = ("sklearn", "scipy", "torch", "matplotlib")
+
+
+def heavy_imports(*args) -> list[str]:
+    """The heavy libraries in ``sys.modules`` after ``calibrepro ARGS`` in a fresh interpreter (this checkout)."""
+    code = (f"import sys\nfrom calibrepro import cli\ntry:\n    code = cli.main({list(args)!r})\n"
+            f"except SystemExit as end:\n    code = end.code\nassert code == 0, code\n"
+            f"print(*[m for m in {HEAVY!r} if m in sys.modules])")
+    environment = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()[-1].split()
+
+
+def test_the_parser_and_check_logits_import_no_heavy_library(tmp_path):
+    """Building the parser (every command's start, --help included) and checking a logits file import none of
+    scikit-learn, SciPy, torch or matplotlib: each command imports what it uses when it runs."""
+    assert heavy_imports("--help") == []
+    assert heavy_imports("conformal", "fit", "--help") == []
+    path = tmp_path / "model.npz"
+    np.savez(path, logits=np.eye(10, dtype=np.float32), labels=np.arange(10))
+    assert heavy_imports("check-logits", str(path)) == []
+    assert heavy_imports("fit", "--method", "isotonic", str(path), "-o", str(tmp_path / "iso.json")) != []  # the probe sees imports where there are some
+
+
 def test_an_error_is_one_line_without_traceback_and_exits_non_zero(tmp_path):
     path = tmp_path / "model.npz"
     with open(path, "wb") as handle:

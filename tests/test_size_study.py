@@ -12,6 +12,7 @@ from calibrepro.calibrators import make_calibrator
 from calibrepro.config import ConfigError, load_schema, validate_config
 from calibrepro.metrics import compute_metrics
 from calibrepro.size_study import calibration_half, run_size_study, stratified_order
+from calibrepro.training.folders import hold_out
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = load_schema(ROOT / "workflow" / "schemas" / "config.schema.yaml")
@@ -125,6 +126,42 @@ def test_sizes_are_checked_against_own_logits(tmp_path):
         validate_config(config, SCHEMA)
     config["size_study"]["enabled"] = False
     validate_config(config, SCHEMA)  # not checked when the study is off
+
+
+def image_files(folder: Path, classes: dict[str, int]) -> None:
+    """Empty files named like images, ``count`` per class folder: counting them needs no pixels."""
+    for name, count in classes.items():
+        (folder / name).mkdir(parents=True)
+        for index in range(count):
+            (folder / name / f"{index}.png").touch()
+
+
+def test_sizes_are_checked_against_an_image_folder_before_any_job(tmp_path):
+    """An image folder's evaluation images are counted at validation, before any network trains: a size its
+    calibration half cannot hold stops the run naming the key and both fixes."""
+    image_files(tmp_path / "split" / "train", {"cat": 15, "dog": 15})
+    image_files(tmp_path / "split" / "test", {"cat": 12, "dog": 12})
+    config = {"models": {"pets": {"lenet": {"source": "train", "network": "lenet5"}}},
+              "datasets": {"pets": {"source": "imagefolder", "root": str(tmp_path / "split")}},
+              "size_study": {"enabled": True, "sizes": [4, 12], "seeds": [0]}}
+    validate_config(config, SCHEMA)  # test/ holds 24 images: a calibration half of 12
+    config["size_study"]["sizes"] = [4, 13]
+    with pytest.raises(ConfigError, match=r"^size_study\.sizes: 13 is larger than the calibration half of data set pets "
+                       r"\(12 samples\); use sizes up to 12, or hold more training images out with "
+                       r"datasets\.pets\.calibration_pool$"):
+        validate_config(config, SCHEMA)
+    config["datasets"]["pets"]["calibration_pool"] = 1
+    validate_config(config, SCHEMA)
+    image_files(tmp_path / "classes", {"cat": 14, "dog": 13})  # evaluation_fraction 0.5 of 27: 14, a half of 7
+    assert len(hold_out(np.repeat([0, 1], [14, 13]), 0.5, 0, "")[1]) == 14  # as the training's split holds out
+    config["datasets"]["pets"] = {"source": "imagefolder", "root": str(tmp_path / "classes")}
+    config["size_study"]["sizes"] = [4, 7]
+    validate_config(config, SCHEMA)
+    config["size_study"]["sizes"] = [4, 8]
+    with pytest.raises(ConfigError, match=r"size_study\.sizes: 8 is larger .* pets \(7 samples\)"):
+        validate_config(config, SCHEMA)
+    config["datasets"]["pets"]["root"] = str(tmp_path / "nothing")  # a wrong layout is the source's check to report
+    validate_config(config, SCHEMA)
 
 
 def test_size_study_report_table_and_figure(tmp_path):

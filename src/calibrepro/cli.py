@@ -199,15 +199,14 @@ def _conformal_predict(args: argparse.Namespace) -> int:
 
 
 def _logits(args: argparse.Namespace) -> int:
-    from calibrepro.zoo import LogitsRequest, get_source
+    from calibrepro.zoo import LogitsRequest, produce_logits
 
-    request = LogitsRequest.from_json(json.loads(args.request))
-    get_source(request.spec["source"]).cache_logits(request, Path(args.output))
+    print(produce_logits(LogitsRequest.from_json(json.loads(args.request)), args.output))
     return 0
 
 
 def _check_logits(args: argparse.Namespace) -> int:
-    from calibrepro.io import LogitsFileError, check_agreement, load_logits
+    from calibrepro.io import LogitsFileError, check_agreement, load_logits, logits_summary
 
     failed = False
     for path in args.files:
@@ -217,9 +216,7 @@ def _check_logits(args: argparse.Namespace) -> int:
             print(f"calibrepro: error: {error}", file=sys.stderr)
             failed = True
             continue
-        n, k = archive.logits.shape
-        accuracy = float((archive.logits.argmax(axis=1) == archive.labels).mean())
-        print(f"{path}: ok, {n} samples, {k} classes, top-1 accuracy {accuracy:.4f}")
+        print(f"{path}: ok, {logits_summary(archive)}")
     if failed:
         return 1
     if len(args.files) > 1:
@@ -393,8 +390,7 @@ def _calibration_commands(commands) -> None:
 
 def _conformal_commands(commands) -> None:
     """``conformal fit`` and ``conformal predict`` (:mod:`calibrepro.commands`, :mod:`calibrepro.conformal`)."""
-    from calibrepro.conformal import SCORES
-    from calibrepro.conformal.predictors import RAPS_K_REG, RAPS_PENALTY
+    from calibrepro.conformal.scores import RAPS_K_REG, RAPS_PENALTY, SCORES
 
     conformal = add_command(
         commands,
@@ -474,7 +470,8 @@ def build_parser() -> argparse.ArgumentParser:
         commands,
         "logits",
         _logits,
-        "compute one model's logits archive (the pipeline's logits step; Snakemake calls it for you)",
+        "compute one model's logits archive and check it as check-logits does (the pipeline's logits step of a "
+        "network; Snakemake calls it for you)",
         "calibrepro logits --request \"$(cat request.json)\" --output results/logits/cifar10/resnet20.npz",
     )
     logits.add_argument("--request", required=True, help="the job as JSON (see calibrepro.zoo.LogitsRequest)")

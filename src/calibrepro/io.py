@@ -372,10 +372,23 @@ def load_logits(path: str | os.PathLike, rows=None, *, labels: bool = True) -> L
     return result
 
 
+def logits_summary(archive: Logits) -> str:
+    """``N samples, K classes, top-1 accuracy A`` of a checked archive with labels (what check-logits prints)."""
+    n, k = archive.logits.shape
+    accuracy = float((archive.logits.argmax(axis=1) == archive.labels).mean())
+    return f"{n} samples, {k} classes, top-1 accuracy {accuracy:.4f}"
+
+
 def load_labels(path: str | os.PathLike) -> np.ndarray:
     """The labels of a logits archive (int64), checked as :func:`load_logits` checks them, logits unread."""
     with _open_logits(path) as (logits, labels, _):
         return _check_shapes(logits, labels, str(path))
+
+
+def _shape_and_labels(path: str | os.PathLike) -> Logits:
+    """A logits archive's labels and its logits unread (mapped where stored uncompressed), their shapes checked."""
+    with _open_logits(path) as (logits, labels, _):
+        return Logits(logits, _check_shapes(logits, labels, str(path)))
 
 
 @contextmanager
@@ -412,17 +425,17 @@ def check_agreement(files: Mapping[str, str | os.PathLike], group: str = "files 
 
     ``files`` maps what to call each file in a message (its path, or ``model (path)``) to its path;
     ``group`` says what they have in common (e.g. ``data set 'mydata'``). Each file is compared with
-    the first, holding two archives in memory at a time. Raises :class:`LogitsFileError` naming both
-    files and both counts.
+    the first by its shape and labels, its logits unread (their values are each file's own check,
+    :func:`load_logits`). Raises :class:`LogitsFileError` naming both files and both counts.
     """
     if len(files) < 2:
         return
     items = iter(files.items())
     first_name, first_path = next(items)
-    first = load_logits(first_path)
+    first = _shape_and_labels(first_path)
     fix = "all must hold the logits of the same evaluation samples in the same order"
     for name, path in items:
-        other = load_logits(path)
+        other = _shape_and_labels(path)
         (n1, k1), (n2, k2) = first.logits.shape, other.logits.shape
         if n1 != n2:
             raise LogitsFileError(f"{group}: {first_name} has {n1} samples but {name} has {n2}; {fix}")

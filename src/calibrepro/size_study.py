@@ -32,6 +32,8 @@ COLUMNS = ("dataset", "model", "method", "size", "seed", "metric", "value")
 
 #: evaluation samples and classes of the data sets of the built-in sources (for config validation)
 KNOWN_DATASETS = {"cifar10": (10_000, 10), "cifar100": (10_000, 100), "imagenet": (50_000, 1000)}
+#: the built-in data set whose training images give a calibration pool (training.data.load); an image folder's do too
+POOLED = "cifar10"
 DIGITS_SAMPLES = 1797
 
 
@@ -61,13 +63,14 @@ def stratified_order(labels: np.ndarray, seed: int) -> np.ndarray:
     return np.lexsort((rng.random(labels.shape[0]), keys))
 
 
-def check_sizes(sizes: Sequence[int], calibration_samples: int, classes: int, where: str) -> None:
-    """Every size must fit the calibration half and give each class at least 2 samples on average."""
+def check_sizes(sizes: Sequence[int], calibration_samples: int, classes: int, where: str, more: str = "") -> None:
+    """Every size must fit the calibration half and give each class at least 2 samples on average; ``more``:
+    another fix of a size too large, appended to the message."""
     for size in sizes:
         if size > calibration_samples:
             raise SizeStudyError(
                 f"size_study.sizes: {size} is larger than the calibration half of {where} "
-                f"({calibration_samples} samples); use sizes up to {calibration_samples}"
+                f"({calibration_samples} samples); use sizes up to {calibration_samples}{more}"
             )
         if size < 2 * classes:
             raise SizeStudyError(
@@ -93,13 +96,34 @@ def _dataset_shape(dataset: str, models: dict, config: dict) -> tuple[int, int] 
                 return labels.shape[0], int(archive["logits"].shape[1])
     settings = (config.get("datasets") or {}).get(dataset) or {}
     if settings.get("source") == "imagefolder":
-        return None  # a folder's size is known when its logits are: checked then (run_size_study)
+        return _folder_shape(dataset, models, settings)
     if dataset in KNOWN_DATASETS:
         return KNOWN_DATASETS[dataset]
     if dataset == "digits":
         fraction = config.get("datasets", {}).get("digits", {}).get("evaluation_fraction", 0.5)
         return math.ceil(fraction * DIGITS_SAMPLES), 10
     return None
+
+
+def _folder_shape(dataset: str, models: dict, settings: dict) -> tuple[int, int] | None:
+    """(evaluation samples, classes) of an image folder, its files counted, no image read; None when its layout is
+    wrong (the models' sources say so before any job)."""
+    from calibrepro.datasets import DatasetError
+    from calibrepro.evaluation_sets import folder_samples
+    from calibrepro.training.folders import DEFAULT_EVALUATION_FRACTION, folder_files
+
+    try:
+        if not any(spec.get("source") == "train" for spec in models.values()):  # pretrained networks: every image
+            paths, _, names = folder_samples(dataset, settings)
+            return len(paths), len(names)
+        _, layout = folder_files(dataset, settings)
+    except DatasetError:
+        return None
+    if len(layout) == 2:  # train/ and test/: the logits are test/'s, the classes train/'s
+        return sum(map(len, layout[1].values())), len(layout[0])
+    [files] = layout  # a seeded, stratified evaluation_fraction of the images (scikit-learn's rounding)
+    fraction = settings.get("evaluation_fraction", DEFAULT_EVALUATION_FRACTION)
+    return math.ceil(fraction * sum(map(len, files.values()))), len(files)
 
 
 def check_size_study_config(config: dict) -> None:
@@ -117,9 +141,14 @@ def check_size_study_config(config: dict) -> None:
     for dataset, models in config["models"].items():
         shape = _dataset_shape(dataset, models, config)
         if shape is not None:
-            pool = ((config.get("datasets") or {}).get(dataset) or {}).get("calibration_pool", 0)
+            settings = (config.get("datasets") or {}).get(dataset) or {}
+            pool = settings.get("calibration_pool", 0)
             samples = calibration_half(shape[0], fraction) + pool
-            check_sizes(study["sizes"], samples, shape[1], f"data set {dataset}" + (" with its calibration_pool" if pool else ""))
+            trained = any(spec.get("source") == "train" for spec in models.values())
+            poolable = trained and (dataset == POOLED or settings.get("source") == "imagefolder")
+            more = f", or hold more training images out with datasets.{dataset}.calibration_pool" if poolable else ""
+            where = f"data set {dataset}" + (" with its calibration_pool" if pool else "")
+            check_sizes(study["sizes"], samples, shape[1], where, more)
 
 
 def run_size_study(

@@ -1,9 +1,10 @@
 """What the workflow reads from Snakemake's internals, in one place.
 
 Snakemake has no public API for the jobs a run will execute, the jobs that failed or run now, or the
-cores it was given; the workflow's hooks (workflow/rules/common.smk) need them for the checks before
-the first job, the worker processes, the failure summary and the Ctrl-C line. Every use of such an
-internal (``workflow.dag.needrun_jobs()``, ``workflow.scheduler.failed`` / ``.running``,
+cores it was given, nor a way to lift a local run's job-rate limit; the workflow's hooks
+(workflow/rules/common.smk) need them for the checks before the first job, the worker processes, the
+scheduler, the failure summary and the Ctrl-C line. Every use of such an internal
+(``workflow.dag.needrun_jobs()``, ``workflow.scheduler.failed`` / ``.running`` / ``.job_rate_limiter``,
 ``workflow.global_resources["_cores"]``) is in this module and nowhere else; they are those of the
 Snakemake versions ``pyproject.toml`` declares (tested with 9.27), so an upgrade that changes them
 fails here, by name, with :class:`SnakemakeInternalsError`.
@@ -49,6 +50,19 @@ def local_jobs_are_threads(workflow) -> bool:
         lambda: workflow.use_threads and workflow.local_exec and not workflow.remote_exec and not workflow.subprocess_exec,
         "workflow.use_threads/local_exec/remote_exec/subprocess_exec",
     )
+
+
+def lift_job_rate_limit(workflow) -> None:
+    """Turn off Snakemake's job-rate limit (``--max-jobs-per-timespan``) in a run whose jobs execute on this machine.
+
+    The limit spares a cluster's scheduler; here it only costs: each pass of Snakemake's scheduler that leaves
+    jobs waiting starts a timer that wakes it for another pass a second later, which starts another timer, so
+    every finished job adds one wake-up a second until the run ends (about 2,000 passes, each re-reading the
+    ready jobs' input sizes, for the appendix's 160 jobs on 2 cores).
+    """
+    local = _internal(lambda: workflow.local_exec and not workflow.remote_exec, "workflow.local_exec/remote_exec")
+    if local and _internal(lambda: workflow.scheduler.job_rate_limiter, "workflow.scheduler.job_rate_limiter"):
+        workflow.scheduler.job_rate_limiter = None
 
 
 def cores(workflow) -> int:

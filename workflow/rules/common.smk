@@ -644,6 +644,7 @@ def output_groups():
 # The hooks below read Snakemake internals through calibrepro.snakemake_hooks only.
 onstart:
     hooks.on_ctrl_c(workflow)
+    hooks.lift_job_rate_limit(workflow)
     check_sources()
     removed = remove_stale_outputs(LAYOUT, target_paths())
     if removed:

@@ -41,6 +41,13 @@ rule logits:
         runtime=lambda wildcards: logits_resources(wildcards)["runtime"],
     params:
         python=PYTHON,
-    shell:
-        '({params.python} -m calibrepro.cli logits --request "$(cat {input.request:q})" --output {output:q}'
-        " && {params.python} -m calibrepro.cli check-logits {output:q}) 2>&1 | tee {log:q}"
+    run:
+        # A user's file is read, checked and written by a step in this process; a network runs in a process of
+        # its own (its threads, its GPU, its conda environment), which checks what it wrote.
+        if model_spec(wildcards)["source"] == "logits":
+            inputs.own_logits_step(input.request, output[0], log=log[0])
+        else:
+            shell(
+                '{params.python} -m calibrepro.cli logits --request "$(cat {input.request:q})" --output {output:q}'
+                " 2>&1 | tee {log:q}"
+            )

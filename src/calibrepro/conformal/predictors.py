@@ -32,14 +32,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from calibrepro.calibrators.base import FittedState
 from calibrepro.conformal.scores import (
-    RANDOMISABLE, ConformalError, check_alpha, check_probabilities, check_score, label_ranks, prediction_sets,
-    score_order, sorted_scores, threshold,
+    RANDOMISABLE, RAPS_K_REG, RAPS_PENALTY, ConformalError, check_alpha, check_probabilities, check_score, label_ranks,
+    prediction_sets, score_order, sorted_scores, threshold,
 )
 
-#: RAPS's regularisation lambda and k_reg: the commonly used fixed values. Angelopoulos et al. (2021, sec. 2.3)
-#: tune both on held-out data; they are fixed here so that no calibration sample goes to tuning
-RAPS_PENALTY = 0.01
-RAPS_K_REG = 5
 #: the random streams of one ``random_state``: the calibration scores' draws, and each prediction's
 _FIT_STREAM, _PREDICT_STREAM = 0, 1
 

@@ -45,6 +45,10 @@ SCORES = {
 }
 #: the scores that a uniform draw per row randomises (LAC has no ties to break on continuous probabilities)
 RANDOMISABLE = ("aps", "raps")
+#: RAPS's regularisation lambda and k_reg: the commonly used fixed values. Angelopoulos et al. (2021, sec. 2.3)
+#: tune both on held-out data; they are fixed here so that no calibration sample goes to tuning
+RAPS_PENALTY = 0.01
+RAPS_K_REG = 5
 
 
 class ConformalError(ValueError):

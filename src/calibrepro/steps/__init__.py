@@ -1,7 +1,7 @@
 """The pipeline's steps on files: the door from the Snakemake rules to the library.
 
 Every rule calls one ``*_step`` function; each rule file calls the steps of one module (the
-logits rule goes through the command line, ``calibrepro logits``, in a process of its own):
+logits rule of a network goes through the command line, ``calibrepro logits``, in a process of its own):
 
 ==================================================  ===============================================
 ``workflow/rules/download.smk``, ``logits.smk``     :mod:`.inputs`

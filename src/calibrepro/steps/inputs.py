@@ -1,14 +1,14 @@
-"""The steps before the logits: a pinned download, and the logits job's request.
+"""The steps up to the logits: a pinned download, the logits job's request, a user's own logits file.
 
-``workflow/rules/download.smk`` and ``workflow/rules/logits.smk`` call them; the logits themselves
-are computed by the command line (``calibrepro logits``), in a process of its own.
+``workflow/rules/download.smk`` and ``workflow/rules/logits.smk`` call them; a network's logits are
+computed by the command line (``calibrepro logits``), in a process of its own.
 """
 
 from __future__ import annotations
 
 from typing import Mapping
 
-from calibrepro.io import write_text
+from calibrepro.io import read_json, write_text
 from calibrepro.steps.run import step_log
 
 
@@ -27,3 +27,13 @@ def logits_request_step(request: str, output, *, log=None) -> None:
     with step_log(log) as logger:
         write_text(output, request + "\n")
         logger.info("request of the logits job written to %s", output)
+
+
+def own_logits_step(request, output, *, log=None) -> None:
+    """A ``source: logits`` model's file read, checked and written into the cache, and the cache read back, as
+    ``calibrepro logits`` does (``request``: the job's request file). In the job's thread: a copy, mostly reading
+    and writing, which need not wait for the worker processes' imports."""
+    from calibrepro.zoo import LogitsRequest, produce_logits
+
+    with step_log(log) as logger:
+        logger.info(produce_logits(LogitsRequest.from_json(read_json(request)), output))

@@ -106,6 +106,15 @@ class Source(ABC):
         """Write the logits archive of one model (see :func:`calibrepro.io.save_logits`)."""
 
 
+def produce_logits(request: LogitsRequest, output: str | Path) -> str:
+    """Write one model's logits archive through its source, then read it back as the later steps will: the line
+    ``calibrepro check-logits`` prints of it."""
+    from calibrepro.io import load_logits, logits_summary
+
+    get_source(request.spec["source"]).cache_logits(request, Path(output))
+    return f"{output}: ok, {logits_summary(load_logits(output))}"
+
+
 class UnknownSourceError(ValueError):
     """A model entry names a source the zoo does not know."""
 
