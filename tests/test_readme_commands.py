@@ -11,6 +11,7 @@ benchmarks) are set-up or long runs that CI exercises by other means and are not
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -85,7 +86,8 @@ def clone(tmp_path_factory):
 
 
 def image_folder(root: Path) -> None:
-    """``train/<class>/`` and ``test/<class>/`` with a few 32x32 images of CIFAR-10's ten classes."""
+    """``train/<class>/`` with a few 32x32 images of CIFAR-10's ten classes, and ``test/<class>/`` with 1,000 each
+    as the JPEG CIFAR-10 has (links to two images: the configuration's sizes are checked against the count)."""
     import numpy as np
     from PIL import Image
 
@@ -97,6 +99,9 @@ def image_folder(root: Path) -> None:
             for index in range(count):
                 pixels = rng.integers(0, 256, size=(32, 32, 3), dtype=np.uint8)
                 Image.fromarray(pixels).save(root / part / name / f"{index:04d}.jpg")
+            if part == "test":
+                for index in range(count, 1000):
+                    os.link(root / part / name / f"{index % count:04d}.jpg", root / part / name / f"{index:04d}.jpg")
 
 
 def as_run(command: str) -> list[str]:

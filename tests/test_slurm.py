@@ -221,11 +221,13 @@ def rule_of(slurm_log: str) -> str:
 def demo_config(tmp_path_factory) -> str:
     """The embedded demo's first three trained models with the thesis's six calibrators, without the
     ensemble, the dropout models, the regression part (its own, smaller run: :func:`regression_runs`), the
-    full-matrix methods, the intervals, the size study and the conformal part: the rules a thesis run sends to
-    Slurm."""
+    full-matrix methods, the intervals, the size study, the conformal part and the training curves: the rules a
+    thesis run sends to Slurm."""
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     for model in ("ensemble", "mlp_dropout", "mlp_mc_dropout"):
         config["models"]["digits"].pop(model)
+    for spec in config["models"]["digits"].values():
+        spec.pop("curves", None)  # the training curves' rules: tests/test_curves.py, the demo test
     config.pop("regression")
     config["calibrators"] = config["size_study"]["methods"]
     config.pop("calibrator_options")

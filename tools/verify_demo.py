@@ -66,9 +66,10 @@ def _lines_that_differ(published: list[str], ours: bytes) -> list[int]:
     return sorted(set(changed))
 
 
-def compare(root: Path, published: dict[str, dict[str, str]]) -> list[str]:
-    """The report of each published file under ``root`` that differs, is missing or is not published; empty if none."""
-    found = checksums(root)
+def compare(root: Path, published: dict[str, dict[str, str]], keep=lambda name: True) -> list[str]:
+    """The report of each published file under ``root`` that differs, is missing or is not published; empty if none.
+    ``keep``: which of the files under ``root`` to compare (all by default)."""
+    found = {name: entry for name, entry in checksums(root).items() if keep(name)}
     report = []
     for name in sorted(published.keys() - found.keys()):
         report.append(f"{name}: missing (the demo did not write it)")
@@ -162,7 +163,7 @@ def analysis_report(published: dict, cores: int, logits: Path) -> tuple[bool, st
     workdir = Path(tempfile.mkdtemp(prefix="calibrepro-verify-analysis-"))
     print(f"verify: running the analysis alone on the published logits ({logits}) in {workdir}", flush=True)
     run_demo(workdir, cores, "--configfile", str(published_inputs_config(workdir / "published-inputs.yaml", logits)))
-    differ = compare(workdir, listed)
+    differ = compare(workdir, listed, keep=is_analysis)
     shutil.rmtree(workdir)
     if differ:
         return False, ("the analysis of the published logits does NOT give the published bytes, a bug (please "

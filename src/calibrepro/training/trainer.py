@@ -18,6 +18,7 @@ Blundell et al. 2015; a deep ensemble, Lakshminarayanan et al. 2017) are stored 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import sys
 import time
@@ -188,10 +189,13 @@ def save_weights(path: Path, network: nn.Module, options: dict, history: list[di
         "torch": str(torch.__version__),
         "state_dict": {key: value.detach().cpu() for key, value in network.state_dict().items()},
     }
-    # into an open file: given a path, torch names the archive's top folder after the file, here the
-    # temporary one, and two saves of the same weights would differ in that name
+    # into memory, then the file: given a path, torch names the archive's top folder after the file (here
+    # the temporary one), so two saves of the same weights would differ in that name; and torch's own
+    # writer reports a full disk as "unexpected pos", where a plain write says "No space left on device"
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
     with atomic_path(path) as tmp, open(tmp, "wb") as handle:
-        torch.save(payload, handle)
+        handle.write(buffer.getbuffer())
 
 
 def load_cached(path: Path, parts: Parts, options: dict, device: torch.device) -> tuple[nn.Module, list[dict]]:
