@@ -92,18 +92,6 @@ def compare(root: Path, published: dict[str, dict[str, str]], keep=lambda name: 
     return report
 
 
-def _cpuinfo() -> dict[str, str]:
-    facts = {}
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as info:
-            for line in info:
-                key, _, value = line.partition(":")
-                facts.setdefault(key.strip(), value.strip())
-    except OSError:
-        pass
-    return facts
-
-
 def _version(name: str) -> str:
     try:
         return version(name)
@@ -126,16 +114,15 @@ def machine_facts() -> list[str]:
     import torch
     from threadpoolctl import threadpool_info
 
-    cpu = _cpuinfo()
-    flags = determinism.cpu_flags()
-    libc = " ".join(filter(None, platform.libc_ver())) or "C library unknown"
+    cpu = fingerprint.cpu()
+    libc = cpu["glibc"] or "C library unknown"
     built = [line.strip(" -") for line in torch.__config__.show().splitlines() if "Math Kernel Library" in line
              or "MKL-DNN" in line]  # the MKL and oneDNN that torch bundles
     facts = [
-        f"processor: {cpu.get('vendor_id', 'vendor unknown')}, {cpu.get('model name', 'model unknown')} (family "
-        f"{cpu.get('cpu family', '?')}, model {cpu.get('model', '?')}, stepping {cpu.get('stepping', '?')}; "
+        f"processor: {cpu['vendor_id'] or 'vendor unknown'}, {cpu['model_name'] or 'model unknown'} (family "
+        f"{cpu['family'] or '?'}, model {cpu['model'] or '?'}, stepping {cpu['stepping'] or '?'}; "
         f"{platform.machine()}, {libc})",
-        "flags: " + ", ".join(f"{flag} {'yes' if flag in flags else 'no'}" for flag in ("avx2", "fma", "avx512f")),
+        "flags: " + ", ".join(f"{flag} {'yes' if cpu[flag] else 'no'}" for flag in ("avx2", "fma", "avx512f")),
         *(f"{key}: {_kernels(value)}" for key, value in determinism.describe().items()),  # pinned, torch's capability
         f"python {platform.python_version()}; " + ", ".join(f"{name} {_version(name)}" for name in LIBRARIES),
         *(f"torch: {line}" for line in built),

@@ -43,11 +43,13 @@ MISSING = "not measured there"
 
 
 def cpu() -> dict:
-    """The processor as Linux describes it (``/proc/cpuinfo``'s first entry) and the C library."""
+    """The processor as Linux describes it (``/proc/cpuinfo``'s first entry), its AVX2/FMA/AVX-512 flags and the
+    C library."""
+    from calibrepro import determinism
+
     info: dict = {"vendor_id": None, "family": None, "model": None, "model_name": None, "stepping": None}
     keys = {"vendor_id": "vendor_id", "cpu family": "family", "model": "model", "model name": "model_name",
             "stepping": "stepping"}
-    flags: set[str] = set()
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as lines:
             for line in lines:
@@ -56,10 +58,10 @@ def cpu() -> dict:
                 if key in keys and info[keys[key]] is None:
                     info[keys[key]] = value.strip()
                 if key == "flags":
-                    flags = set(value.split())
                     break
     except OSError:
         pass
+    flags = determinism.cpu_flags()
     info.update({flag: flag in flags for flag in ("avx2", "fma", "avx512f")})
     info["glibc"] = " ".join(platform.libc_ver()).strip()
     return info
